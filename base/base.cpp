@@ -1,0 +1,334 @@
+#include "base/base.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include <openssl/evp.h>
+
+namespace base {
+
+std::string_view to_string(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kCancelled:
+      return "cancelled";
+    case StatusCode::kInvalidArgument:
+      return "invalid_argument";
+    case StatusCode::kDeadlineExceeded:
+      return "deadline_exceeded";
+    case StatusCode::kNotFound:
+      return "not_found";
+    case StatusCode::kAlreadyExists:
+      return "already_exists";
+    case StatusCode::kPermissionDenied:
+      return "permission_denied";
+    case StatusCode::kFailedPrecondition:
+      return "failed_precondition";
+    case StatusCode::kUnavailable:
+      return "unavailable";
+    case StatusCode::kUnauthenticated:
+      return "unauthenticated";
+    case StatusCode::kInternal:
+      return "internal";
+  }
+  return "unknown";
+}
+
+std::string Status::to_string() const {
+  if (ok()) {
+    return "ok";
+  }
+  return std::string(base::to_string(code_)) + ": " + message_;
+}
+
+std::string_view to_string(Severity s) {
+  switch (s) {
+    case Severity::kError:
+      return "error";
+    case Severity::kWarning:
+      return "warning";
+    case Severity::kNote:
+      return "note";
+  }
+  return "error";
+}
+
+std::string to_string(const Diagnostic& d) {
+  std::string out = d.where.file.empty() ? std::string("<input>") : d.where.file;
+  if (d.where.line > 0) {
+    out += ":" + std::to_string(d.where.line);
+    if (d.where.column > 0) {
+      out += ":" + std::to_string(d.where.column);
+    }
+  }
+  out += ": ";
+  out += to_string(d.severity);
+  out += ": ";
+  out += d.message;
+  if (!d.code.empty()) {
+    out += " [" + d.code + "]";
+  }
+  for (const auto& n : d.notes) {
+    out += "\n  note: " + n;
+  }
+  return out;
+}
+
+void Diagnostics::add(Diagnostic d) {
+  if (d.severity == Severity::kError) {
+    ++errors_;
+  }
+  items_.push_back(std::move(d));
+}
+
+void Diagnostics::error(std::string code, SourceLocation where, std::string message) {
+  add(Diagnostic{Severity::kError, std::move(code), std::move(where), std::move(message), {}});
+}
+
+void Diagnostics::warning(std::string code, SourceLocation where, std::string message) {
+  add(Diagnostic{Severity::kWarning, std::move(code), std::move(where), std::move(message), {}});
+}
+
+void Diagnostics::merge(const Diagnostics& other) {
+  for (const auto& d : other.items_) {
+    add(d);
+  }
+}
+
+std::vector<Diagnostic> Diagnostics::sorted() const {
+  std::vector<Diagnostic> out = items_;
+  auto key = [](const Diagnostic& d) {
+    return std::tie(d.where.file, d.where.line, d.where.column, d.code, d.message);
+  };
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const Diagnostic& a, const Diagnostic& b) { return key(a) < key(b); });
+  out.erase(std::unique(out.begin(), out.end(),
+                        [&](const Diagnostic& a, const Diagnostic& b) {
+                          return key(a) == key(b) && a.severity == b.severity;
+                        }),
+            out.end());
+  return out;
+}
+
+namespace {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) {
+    prev[j] = j;
+  }
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {
+  // Hints only for typos: an edit distance of at most a fifth of the word (1 to 3), or a
+  // word that extends a candidate by a short tail ("heal_ending" for "heal_end").
+  size_t limit = std::min<size_t>(3, std::max<size_t>(1, word.size() / 5));
+  std::string best;
+  size_t best_d = limit + 1;
+  for (const auto& c : candidates) {
+    if (c.size() > word.size() + limit || word.size() > c.size() + limit) {
+      if (!(c.size() >= 4 && word.size() > c.size() && word.size() <= c.size() + 4 &&
+            word.substr(0, c.size()) == c)) {
+        continue;
+      }
+    }
+    size_t d = edit_distance(word, c);
+    if (d > limit && c.size() >= 4 && word.size() > c.size() && word.size() <= c.size() + 4 &&
+        word.substr(0, c.size()) == c) {
+      d = limit;  // a prefix: a good hint even when the tail is long
+    }
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------
+
+std::optional<DigestAlgorithm> parse_digest_algorithm(std::string_view name) {
+  std::string n;
+  for (char c : name) {
+    if (c != '-' && c != '_') {
+      n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+  }
+  if (n == "sha224")
+    return DigestAlgorithm::kSha224;
+  if (n == "sha256")
+    return DigestAlgorithm::kSha256;
+  if (n == "sha384")
+    return DigestAlgorithm::kSha384;
+  if (n == "sha512")
+    return DigestAlgorithm::kSha512;
+  return std::nullopt;
+}
+
+std::string_view to_string(DigestAlgorithm a) {
+  switch (a) {
+    case DigestAlgorithm::kSha224:
+      return "SHA-224";
+    case DigestAlgorithm::kSha256:
+      return "SHA-256";
+    case DigestAlgorithm::kSha384:
+      return "SHA-384";
+    case DigestAlgorithm::kSha512:
+      return "SHA-512";
+  }
+  return "SHA-256";
+}
+
+size_t digest_hex_length(DigestAlgorithm a) {
+  switch (a) {
+    case DigestAlgorithm::kSha224:
+      return 56;
+    case DigestAlgorithm::kSha256:
+      return 64;
+    case DigestAlgorithm::kSha384:
+      return 96;
+    case DigestAlgorithm::kSha512:
+      return 128;
+  }
+  return 64;
+}
+
+namespace {
+const EVP_MD* evp_for(DigestAlgorithm a) {
+  switch (a) {
+    case DigestAlgorithm::kSha224:
+      return EVP_sha224();
+    case DigestAlgorithm::kSha256:
+      return EVP_sha256();
+    case DigestAlgorithm::kSha384:
+      return EVP_sha384();
+    case DigestAlgorithm::kSha512:
+      return EVP_sha512();
+  }
+  return EVP_sha256();
+}
+}  // namespace
+
+Hasher::Hasher(DigestAlgorithm a) : ctx_(EVP_MD_CTX_new()) {
+  BASE_CHECK(ctx_ != nullptr);
+  BASE_CHECK(EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), evp_for(a), nullptr) == 1);
+}
+
+Hasher::~Hasher() {
+  EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_));
+}
+
+void Hasher::update(std::string_view data) {
+  BASE_CHECK(EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data.data(), data.size()) == 1);
+}
+
+std::string Hasher::hex_final() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  BASE_CHECK(EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), md, &len) == 1);
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  out.reserve(len * 2);
+  for (unsigned int i = 0; i < len; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 15];
+  }
+  return out;
+}
+
+std::string digest_hex(DigestAlgorithm a, std::string_view data) {
+  Hasher h(a);
+  h.update(data);
+  return h.hex_final();
+}
+
+// ---------------------------------------------------------------------------------------
+
+bool is_valid_utf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  size_t n = s.size(), i = 0;
+  while (i < n) {
+    unsigned char c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    uint32_t cp;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) {
+      return false;
+    }
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) {
+        return false;
+      }
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+std::string json_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 8);
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out;
+}
+
+}  // namespace base

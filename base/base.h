@@ -1,0 +1,203 @@
+// base: the shared floor of vnflow. Every other module depends on it; it depends on
+// nothing of ours.
+//
+// Main types:
+//   Status / Result<T>  run-time failures of operations (I/O, servers, stores). The code
+//                       carries the retry decision, which the engine owns.
+//   Diagnostic(s)       problems in user input (CSAR, TOSCA, workflows), located by
+//                       file:line:column and collected, never thrown, so a user sees
+//                       every problem of one run at once.
+//   digest helpers      SHA-2 family digests used by the CSAR manifest checks and later
+//                       by SFTP verification.
+//
+// Not here: domain types, Asio, logging sinks (the daemon sets those).
+// Threading: all types are values; a Diagnostics sink is not thread-safe.
+// Design notes: docs/architecture.md, docs/diagnostics.md.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace base {
+
+// Aborts with file and line in every build. Only for invariants (bugs), never for input.
+#define BASE_CHECK(cond)                                                            \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
+      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      std::abort();                                                                 \
+    }                                                                               \
+  } while (false)
+
+// ---------------------------------------------------------------------------------------
+// Status and Result
+
+enum class StatusCode {
+  kOk,
+  kCancelled,
+  kInvalidArgument,
+  kDeadlineExceeded,
+  kNotFound,
+  kAlreadyExists,
+  kPermissionDenied,
+  kFailedPrecondition,
+  kUnavailable,
+  kUnauthenticated,
+  kInternal,
+};
+
+std::string_view to_string(StatusCode code);
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Status Ok() { return {}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
+  static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
+  static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+  static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status FailedPrecondition(std::string m) {
+    return {StatusCode::kFailedPrecondition, std::move(m)};
+  }
+  static Status PermissionDenied(std::string m) {
+    return {StatusCode::kPermissionDenied, std::move(m)};
+  }
+
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+  // "not_found: file \"x\" does not exist"
+  std::string to_string() const;
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+// A value or the Status saying why there is none. Kept until the toolchain has
+// std::expected (g++ 12 only has it with -std=c++23, clang 14 not with libstdc++ 12).
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
+    BASE_CHECK(!std::get<Status>(v_).ok());
+  }
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  // REQUIRES: ok()
+  T& value() & {
+    BASE_CHECK(ok());
+    return std::get<T>(v_);
+  }
+  const T& value() const& {
+    BASE_CHECK(ok());
+    return std::get<T>(v_);
+  }
+  T&& value() && {
+    BASE_CHECK(ok());
+    return std::get<T>(std::move(v_));
+  }
+  // The failure; Status::Ok() when ok().
+  Status status() const { return ok() ? Status::Ok() : std::get<Status>(v_); }
+
+ private:
+  std::variant<T, Status> v_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Located diagnostics
+
+// Lines and columns count from 1; 0 means unknown.
+struct SourceLocation {
+  std::string file;  // "vnf.csar!Definitions/vnfd.yaml" for a file inside a CSAR
+  uint32_t line = 0;
+  uint32_t column = 0;
+};
+
+enum class Severity { kError, kWarning, kNote };
+std::string_view to_string(Severity s);
+
+// A problem in user input. Never thrown: each phase appends to a Diagnostics sink and
+// carries on. Messages are lowercase, without a trailing period, names in double quotes.
+struct Diagnostic {
+  Severity severity = Severity::kError;
+  std::string code;  // stable id such as "T0203", listed in docs/diagnostics.md
+  SourceLocation where;
+  std::string message;
+  std::vector<std::string> notes;  // context lines printed after the diagnostic
+};
+
+// "pkg.csar!Definitions/vnfd.yaml:42:13: error: unknown node type \"X\" [T0203]"
+// followed by one "  note: ..." line per note.
+std::string to_string(const Diagnostic& d);
+
+class Diagnostics {
+ public:
+  void add(Diagnostic d);
+  void error(std::string code, SourceLocation where, std::string message);
+  void warning(std::string code, SourceLocation where, std::string message);
+
+  bool has_errors() const { return errors_ > 0; }
+  size_t error_count() const { return errors_; }
+  size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  const std::vector<Diagnostic>& items() const { return items_; }
+  // Sorted by file, line, column, code; exact duplicates removed.
+  std::vector<Diagnostic> sorted() const;
+  // Appends every diagnostic of `other`.
+  void merge(const Diagnostics& other);
+
+ private:
+  std::vector<Diagnostic> items_;
+  size_t errors_ = 0;
+};
+
+// Closest candidate within a small edit distance, for "did you mean" hints; empty if none.
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
+
+// ---------------------------------------------------------------------------------------
+// Digests (SHA-2 family)
+
+enum class DigestAlgorithm { kSha224, kSha256, kSha384, kSha512 };
+
+// Accepts "SHA-256", "sha-256", "SHA256", "sha256" (and the 224/384/512 variants).
+std::optional<DigestAlgorithm> parse_digest_algorithm(std::string_view name);
+std::string_view to_string(DigestAlgorithm a);
+size_t digest_hex_length(DigestAlgorithm a);
+
+// Incremental digest; lowercase hex result.
+class Hasher {
+ public:
+  explicit Hasher(DigestAlgorithm a);
+  ~Hasher();
+  Hasher(const Hasher&) = delete;
+  Hasher& operator=(const Hasher&) = delete;
+  void update(std::string_view data);
+  std::string hex_final();
+
+ private:
+  void* ctx_;  // EVP_MD_CTX*, hidden so that no OpenSSL header leaks out of base
+};
+
+std::string digest_hex(DigestAlgorithm a, std::string_view data);
+
+// ---------------------------------------------------------------------------------------
+// Text helpers
+
+// True when `s` is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
+bool is_valid_utf8(std::string_view s);
+// Escapes a string for a JSON document (without the surrounding quotes).
+std::string json_escape(std::string_view s);
+
+}  // namespace base

@@ -1,0 +1,2 @@
+// Boost.JSON, header-only: compiled once here instead of linking libboost_json.
+#include <boost/json/src.hpp>

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Bounded fuzz smoke: libFuzzer writes new inputs into its first corpus folder, so that
+# is a fresh temporary folder; the seeds in tests/fuzz/corpus are only read.
+set -euo pipefail
+fuzzer=$1; seeds=$2; seconds=${3:-60}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+"$fuzzer" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
+  "$work" "$seeds"

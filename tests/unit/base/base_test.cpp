@@ -1,0 +1,74 @@
+#include "base/base.h"
+
+#include <catch2/catch.hpp>
+
+TEST_CASE("diagnostics print as file:line:col: severity: message [code]", "[base]") {
+  base::Diagnostic d{base::Severity::kError,
+                     "T0030",
+                     {"pkg.csar!Definitions/vnfd.yaml", 42, 13},
+                     "unknown node type \"X\"",
+                     {"first defined here"}};
+  CHECK(base::to_string(d) ==
+        "pkg.csar!Definitions/vnfd.yaml:42:13: error: unknown node type \"X\" [T0030]\n"
+        "  note: first defined here");
+}
+
+TEST_CASE("diagnostics sort by location and drop exact duplicates", "[base]") {
+  base::Diagnostics diags;
+  diags.error("T2", {"b.yaml", 3, 1}, "second");
+  diags.error("T1", {"a.yaml", 9, 1}, "first");
+  diags.error("T2", {"b.yaml", 3, 1}, "second");
+  diags.warning("T3", {"a.yaml", 1, 1}, "zeroth");
+  auto sorted = diags.sorted();
+  REQUIRE(sorted.size() == 3);
+  CHECK(sorted[0].message == "zeroth");
+  CHECK(sorted[1].message == "first");
+  CHECK(sorted[2].message == "second");
+  CHECK(diags.error_count() == 3);
+  CHECK(diags.has_errors());
+}
+
+TEST_CASE("SHA-2 digests match the published test vectors", "[base][digest]") {
+  using base::DigestAlgorithm;
+  CHECK(base::digest_hex(DigestAlgorithm::kSha256, "abc") ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(base::digest_hex(DigestAlgorithm::kSha224, "abc") ==
+        "23097d223405d8228642a477bda255b32aadbce4bda0b3f7e36c9da7");
+  CHECK(base::digest_hex(DigestAlgorithm::kSha384, "abc").substr(0, 16) == "cb00753f45a35e8b");
+  CHECK(base::digest_hex(DigestAlgorithm::kSha512, "abc").substr(0, 16) == "ddaf35a193617aba");
+  base::Hasher h(DigestAlgorithm::kSha256);
+  h.update("a");
+  h.update("bc");
+  CHECK(h.hex_final() == base::digest_hex(DigestAlgorithm::kSha256, "abc"));
+}
+
+TEST_CASE("digest algorithm names are read as SOL004 and Tacker write them", "[base][digest]") {
+  CHECK(base::parse_digest_algorithm("SHA-256") == base::DigestAlgorithm::kSha256);
+  CHECK(base::parse_digest_algorithm("sha-512") == base::DigestAlgorithm::kSha512);
+  CHECK(base::parse_digest_algorithm("SHA224") == base::DigestAlgorithm::kSha224);
+  CHECK_FALSE(base::parse_digest_algorithm("MD5").has_value());
+}
+
+TEST_CASE("UTF-8 validation rejects overlongs, surrogates and truncation", "[base]") {
+  CHECK(base::is_valid_utf8("plain ascii"));
+  CHECK(base::is_valid_utf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"));
+  CHECK_FALSE(base::is_valid_utf8("\xC0\xAF"));      // overlong '/'
+  CHECK_FALSE(base::is_valid_utf8("\xED\xA0\x80"));  // surrogate
+  CHECK_FALSE(base::is_valid_utf8("\xE2\x82"));      // truncated
+  CHECK_FALSE(base::is_valid_utf8("\xFF"));
+}
+
+TEST_CASE("closest_match suggests only near misses", "[base]") {
+  std::vector<std::string> c = {"properties", "requirements", "interfaces"};
+  CHECK(base::closest_match("propertis", c) == "properties");
+  CHECK(base::closest_match("zzz", c).empty());
+}
+
+TEST_CASE("Result carries a value or the status", "[base]") {
+  base::Result<int> ok(7);
+  REQUIRE(ok.ok());
+  CHECK(ok.value() == 7);
+  base::Result<int> bad(base::Status::NotFound("no such thing"));
+  CHECK_FALSE(bad.ok());
+  CHECK(bad.status().to_string() == "not_found: no such thing");
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian package vnflow needs to build, test and benchmark.
+# Idempotent: packages already present are skipped quickly by apt.
+# Usage: tools/install-deps.sh [--bench]   (--bench adds the peers the bench/ scripts run)
+set -euo pipefail
+
+packages=(
+  meson ninja-build pkgconf g++ clang libclang-rt-14-dev
+  libboost1.81-dev libyaml-cpp-dev libzip-dev zip unzip libssh-dev
+  libsqlitecpp-dev libsqlite3-dev libspdlog-dev libfmt-dev catch2 libssl-dev
+  clang-format-14
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(python3-tosca-parser python3-yaml time)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

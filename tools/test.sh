@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs every test of vnflow on a fresh Debian 12 machine: installs the packages, checks the
+# layering, builds and runs the unit, golden, corpus and CLI tests, the same under
+# ASan+UBSan, and a bounded libFuzzer smoke (clang, ASan+UBSan).
+# Usage: tools/test.sh [--quick]     (--quick: the gcc build only, no sanitizers, no fuzz)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=${1:-}
+
+tools/install-deps.sh
+tools/check-layering.sh
+tools/format.sh --check
+
+passed=0; failed=0
+run_suites() {  # run_suites BUILD_DIR SUITES...
+  local dir=$1; shift
+  local args=()
+  for s in "$@"; do args+=(--suite "$s"); done
+  set +e
+  meson test -C "$dir" --print-errorlogs "${args[@]}" | tee "$dir/test-output.txt"
+  local rc=${PIPESTATUS[0]}
+  set -e
+  local ok fail
+  ok=$(awk '/^Ok:/ {print $2}' "$dir/test-output.txt")
+  fail=$(awk '/^Fail:/ {print $2}' "$dir/test-output.txt")
+  timeouts=$(awk '/^Timeout:/ {print $2}' "$dir/test-output.txt")
+  passed=$((passed + ${ok:-0})); failed=$((failed + ${fail:-0} + ${timeouts:-0}))
+  if [[ $rc -ne 0 && ${fail:-0} -eq 0 ]]; then failed=$((failed + 1)); fi
+}
+
+setup() {  # setup DIR [meson options...]
+  local dir=$1; shift
+  if [[ ! -f $dir/build.ninja ]]; then
+    meson setup "$dir" --wrap-mode=nodownload "$@"
+  fi
+  ninja -C "$dir"
+}
+
+setup build
+run_suites build unit golden corpus
+
+if [[ $quick != --quick ]]; then
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  setup build-asan -Db_sanitize=address,undefined -Db_lundef=false
+  run_suites build-asan unit golden corpus
+  CC=clang CXX=clang++ setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false
+  run_suites build-fuzz fuzz
+fi
+
+echo
+echo "vnflow tests: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]

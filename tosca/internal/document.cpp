@@ -1,0 +1,480 @@
+// YAML -> located tree, on yaml-cpp's event API: no yaml-cpp node graph is built (it
+// costs more than the parse), aliases become shared nodes and are never expanded, and
+// the limits are checked while the events arrive, so an alias or nesting bomb stops
+// early instead of exhausting memory.
+#include "tosca/internal/document.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <unordered_map>
+
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/exceptions.h>
+#include <yaml-cpp/mark.h>
+#include <yaml-cpp/parser.h>
+
+namespace tosca {
+
+using internal::Document;
+using internal::RawNode;
+
+Node::Kind Node::kind() const {
+  return doc_ ? doc_->nodes[index_].kind : Kind::kNone;
+}
+
+std::string_view Node::scalar() const {
+  if (!doc_) {
+    return {};
+  }
+  const RawNode& r = doc_->nodes[index_];
+  if (r.kind != Kind::kScalar) {
+    return {};
+  }
+  return std::string_view(doc_->text).substr(r.text_off, r.text_len);
+}
+
+bool Node::quoted() const {
+  return doc_ && doc_->nodes[index_].quoted != 0;
+}
+
+size_t Node::size() const {
+  if (!doc_) {
+    return 0;
+  }
+  const RawNode& r = doc_->nodes[index_];
+  if (r.kind == Kind::kMap) {
+    return r.count / 2;
+  }
+  return r.kind == Kind::kSequence ? r.count : 0;
+}
+
+Node Node::item(size_t i) const {
+  const RawNode& r = doc_->nodes[index_];
+  BASE_CHECK(r.kind == Kind::kSequence && i < r.count);
+  return Node(doc_, doc_->kids[r.first + i]);
+}
+
+Node Node::key(size_t i) const {
+  const RawNode& r = doc_->nodes[index_];
+  BASE_CHECK(r.kind == Kind::kMap && 2 * i < r.count);
+  return Node(doc_, doc_->kids[r.first + 2 * i]);
+}
+
+Node Node::value(size_t i) const {
+  const RawNode& r = doc_->nodes[index_];
+  BASE_CHECK(r.kind == Kind::kMap && 2 * i + 1 < r.count);
+  return Node(doc_, doc_->kids[r.first + 2 * i + 1]);
+}
+
+Node Node::get(std::string_view k) const {
+  if (!is_map()) {
+    return {};
+  }
+  const RawNode& r = doc_->nodes[index_];
+  for (uint32_t i = 0; i + 1 < r.count; i += 2) {
+    Node kn(doc_, doc_->kids[r.first + i]);
+    if (kn.is_scalar() && kn.scalar() == k) {
+      return Node(doc_, doc_->kids[r.first + i + 1]);
+    }
+  }
+  return {};
+}
+
+base::SourceLocation Node::location() const {
+  if (!doc_) {
+    return {};
+  }
+  const RawNode& r = doc_->nodes[index_];
+  return {doc_->display, r.line, r.column};
+}
+
+namespace {
+
+bool needs_quotes(std::string_view s) {
+  if (s.empty()) {
+    return true;
+  }
+  for (char c : s) {
+    if (std::strchr(":{}[],#&*!|>'\"%@`\n", c) != nullptr) {
+      return true;
+    }
+  }
+  return s.front() == ' ' || s.back() == ' ' || s.front() == '-' || s.front() == '?';
+}
+
+void flow(Node n, std::string& out, int depth) {
+  if (depth > 32) {
+    out += "...";
+    return;
+  }
+  switch (n.kind()) {
+    case Node::Kind::kNone:
+    case Node::Kind::kNull:
+      out += "null";
+      return;
+    case Node::Kind::kScalar: {
+      std::string_view s = n.scalar();
+      if (n.quoted() || needs_quotes(s)) {
+        out += '"' + base::json_escape(s) + '"';
+      } else {
+        out += s;
+      }
+      return;
+    }
+    case Node::Kind::kSequence:
+      out += '[';
+      for (size_t i = 0; i < n.size(); ++i) {
+        if (i)
+          out += ", ";
+        flow(n.item(i), out, depth + 1);
+      }
+      out += ']';
+      return;
+    case Node::Kind::kMap:
+      out += '{';
+      for (size_t i = 0; i < n.size(); ++i) {
+        if (i)
+          out += ", ";
+        flow(n.key(i), out, depth + 1);
+        out += ": ";
+        flow(n.value(i), out, depth + 1);
+      }
+      out += '}';
+      return;
+  }
+}
+
+}  // namespace
+
+std::string to_yaml_flow(Node n) {
+  std::string out;
+  flow(n, out, 0);
+  return out;
+}
+
+namespace internal {
+
+namespace {
+
+struct StopParse {
+  std::string code, message;
+  uint32_t line = 0, column = 0;
+};
+
+// Builds the tree from yaml-cpp events.
+class Builder : public YAML::EventHandler {
+ public:
+  Builder(Document& doc, const YamlLimits& limits, base::Diagnostics& diags)
+      : doc_(doc), limits_(limits), diags_(diags) {}
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    add_leaf(mark, anchor, Node::Kind::kNull, {}, false);
+  }
+
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    auto it = anchors_.find(anchor);
+    if (it == anchors_.end()) {
+      throw StopParse{"T0001", "alias refers to an unknown anchor", line(mark), col(mark)};
+    }
+    attach(it->second, mark);
+  }
+
+  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
+                const std::string& value) override {
+    bool quoted = tag != "?";
+    Node::Kind kind = Node::Kind::kScalar;
+    if (!quoted &&
+        (value.empty() || value == "~" || value == "null" || value == "Null" || value == "NULL")) {
+      kind = Node::Kind::kNull;
+    }
+    add_leaf(mark, anchor, kind, value, quoted);
+  }
+
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    open(mark, anchor, Node::Kind::kSequence);
+  }
+  void OnSequenceEnd() override { close(); }
+
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    open(mark, anchor, Node::Kind::kMap);
+  }
+  void OnMapEnd() override { close(); }
+
+  bool done() const { return root_set_; }
+  uint32_t root() const { return root_; }
+
+ private:
+  struct Frame {
+    uint32_t index;
+    std::vector<uint32_t> children;
+  };
+
+  static uint32_t line(const YAML::Mark& m) { return static_cast<uint32_t>(m.line + 1); }
+  static uint32_t col(const YAML::Mark& m) { return static_cast<uint32_t>(m.column + 1); }
+
+  uint32_t new_node(const YAML::Mark& mark, Node::Kind kind, bool quoted) {
+    RawNode r;
+    r.kind = kind;
+    r.quoted = quoted ? 1 : 0;
+    r.line = line(mark);
+    r.column = col(mark);
+    doc_.nodes.push_back(r);
+    weight_.push_back(1);
+    return static_cast<uint32_t>(doc_.nodes.size() - 1);
+  }
+
+  void add_leaf(const YAML::Mark& mark, YAML::anchor_t anchor, Node::Kind kind,
+                std::string_view text, bool quoted) {
+    uint32_t idx = new_node(mark, kind, quoted);
+    if (kind == Node::Kind::kScalar) {
+      doc_.nodes[idx].text_off = static_cast<uint32_t>(doc_.text.size());
+      doc_.nodes[idx].text_len = static_cast<uint32_t>(text.size());
+      doc_.text.append(text);
+    }
+    if (anchor != 0) {
+      anchors_[anchor] = idx;
+    }
+    attach(idx, mark);
+  }
+
+  void open(const YAML::Mark& mark, YAML::anchor_t anchor, Node::Kind kind) {
+    if (stack_.size() >= limits_.max_depth) {
+      throw StopParse{"T0003",
+                      "YAML nesting deeper than " + std::to_string(limits_.max_depth) + " levels",
+                      line(mark), col(mark)};
+    }
+    uint32_t idx = new_node(mark, kind, false);
+    if (anchor != 0) {
+      pending_anchor_.push_back({anchor, idx});
+    }
+    stack_.push_back(Frame{idx, {}});
+  }
+
+  void close() {
+    Frame f = std::move(stack_.back());
+    stack_.pop_back();
+    RawNode& r = doc_.nodes[f.index];
+    r.first = static_cast<uint32_t>(doc_.kids.size());
+    r.count = static_cast<uint32_t>(f.children.size());
+    doc_.kids.insert(doc_.kids.end(), f.children.begin(), f.children.end());
+    if (r.kind == Node::Kind::kMap) {
+      check_duplicate_keys(f.index);
+    }
+    // An anchor on a collection becomes visible once the collection is complete (an
+    // alias inside itself would be a cycle, which YAML forbids).
+    for (auto it = pending_anchor_.begin(); it != pending_anchor_.end();) {
+      if (it->second == f.index) {
+        anchors_[it->first] = it->second;
+        it = pending_anchor_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    uint64_t w = weight_[f.index];
+    if (stack_.empty()) {
+      finish_root(f.index);
+    } else {
+      stack_.back().children.push_back(f.index);
+      weight_[stack_.back().index] += w;
+      check_weight(stack_.back().index, r.line, r.column);
+    }
+  }
+
+  void attach(uint32_t idx, const YAML::Mark& mark) {
+    if (stack_.empty()) {
+      finish_root(idx);
+      return;
+    }
+    stack_.back().children.push_back(idx);
+    weight_[stack_.back().index] += weight_[idx];
+    check_weight(stack_.back().index, line(mark), col(mark));
+  }
+
+  void check_weight(uint32_t parent, uint32_t l, uint32_t c) {
+    // The weight of a node is its size with every alias expanded: what a consumer that
+    // copies aliases would build. Bounding it stops "billion laughs" documents.
+    total_ = std::max(total_, weight_[parent]);
+    if (weight_[parent] > limits_.max_nodes) {
+      throw StopParse{"T0004",
+                      "YAML document expands to more than " + std::to_string(limits_.max_nodes) +
+                          " nodes (alias bomb?)",
+                      l, c};
+    }
+  }
+
+  void finish_root(uint32_t idx) {
+    root_ = idx;
+    root_set_ = true;
+  }
+
+  void check_duplicate_keys(uint32_t map_index) {
+    const RawNode& r = doc_.nodes[map_index];
+    std::vector<std::pair<std::string_view, uint32_t>> keys;
+    keys.reserve(r.count / 2);
+    for (uint32_t i = 0; i < r.count; i += 2) {
+      const RawNode& k = doc_.nodes[doc_.kids[r.first + i]];
+      if (k.kind == Node::Kind::kScalar) {
+        keys.emplace_back(std::string_view(doc_.text).substr(k.text_off, k.text_len),
+                          doc_.kids[r.first + i]);
+      }
+    }
+    if (keys.size() < 2) {
+      return;
+    }
+    std::stable_sort(keys.begin(), keys.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 1; i < keys.size(); ++i) {
+      if (keys[i].first == keys[i - 1].first) {
+        const RawNode& k = doc_.nodes[keys[i].second];
+        const RawNode& first = doc_.nodes[keys[i - 1].second];
+        base::Diagnostic d{base::Severity::kError,
+                           "T0005",
+                           doc_.at(k.line, k.column),
+                           "duplicate key \"" + std::string(keys[i].first) + "\"",
+                           {}};
+        d.notes.push_back("first defined at line " + std::to_string(first.line));
+        diags_.add(std::move(d));
+      }
+    }
+  }
+
+  Document& doc_;
+  const YamlLimits& limits_;
+  base::Diagnostics& diags_;
+  std::vector<Frame> stack_;
+  std::vector<uint64_t> weight_;
+  std::unordered_map<YAML::anchor_t, uint32_t> anchors_;
+  std::vector<std::pair<YAML::anchor_t, uint32_t>> pending_anchor_;
+  uint64_t total_ = 0;
+  uint32_t root_ = 0;
+  bool root_set_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Document> parse_yaml(std::string_view text, std::string display,
+                                     const YamlLimits& limits, base::Diagnostics& diags) {
+  auto doc = std::make_unique<Document>();
+  doc->display = std::move(display);
+  if (text.size() >= 3 && std::memcmp(text.data(), "\xEF\xBB\xBF", 3) == 0) {
+    text.remove_prefix(3);  // a UTF-8 byte order mark is allowed and ignored
+  }
+  if (!base::is_valid_utf8(text)) {
+    diags.error("C0020", doc->start(), "file is not valid UTF-8 text");
+    return nullptr;
+  }
+  if (text.find('\0') != std::string_view::npos) {
+    diags.error("C0020", doc->start(), "file contains NUL bytes; not a text file");
+    return nullptr;
+  }
+  doc->nodes.reserve(text.size() / 16 + 16);
+  doc->text.reserve(text.size() / 2);
+  base::Diagnostics local;
+  Builder builder(*doc, limits, local);
+  try {
+    std::istringstream in{std::string(text)};
+    YAML::Parser parser(in);
+    parser.HandleNextDocument(builder);
+    if (builder.done()) {
+      // A second document in a TOSCA file is almost always a mistake (a stray "---").
+      struct Counter : YAML::EventHandler {
+        void OnDocumentStart(const YAML::Mark&) override {}
+        void OnDocumentEnd() override {}
+        void OnNull(const YAML::Mark&, YAML::anchor_t) override { any = true; }
+        void OnAlias(const YAML::Mark&, YAML::anchor_t) override { any = true; }
+        void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                      const std::string&) override {
+          any = true;
+        }
+        void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                             YAML::EmitterStyle::value) override {
+          any = true;
+        }
+        void OnSequenceEnd() override {}
+        void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                        YAML::EmitterStyle::value) override {
+          any = true;
+        }
+        void OnMapEnd() override {}
+        bool any = false;
+      } counter;
+      if (parser.HandleNextDocument(counter) && counter.any) {
+        local.error("T0001", doc->start(), "more than one YAML document in a TOSCA file");
+      }
+    }
+  } catch (const StopParse& stop) {
+    diags.merge(local);
+    diags.error(stop.code, doc->at(stop.line, stop.column), stop.message);
+    return nullptr;
+  } catch (const YAML::DeepRecursion& e) {
+    diags.merge(local);
+    diags.error("T0003", doc->at(e.mark.line + 1, e.mark.column + 1), "YAML nesting too deep");
+    return nullptr;
+  } catch (const YAML::Exception& e) {
+    diags.merge(local);
+    std::string msg = e.msg.empty() ? "invalid YAML" : e.msg;
+    if (!msg.empty()) {
+      msg[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(msg[0])));
+    }
+    diags.error("T0001", doc->at(e.mark.line + 1, e.mark.column + 1), "YAML syntax: " + msg);
+    return nullptr;
+  }
+  diags.merge(local);
+  doc->has_root = builder.done();
+  doc->root_index = builder.root();
+  return doc;
+}
+
+// Binary layout (little-endian host order; produced and consumed by the same build):
+//   "VNFY1\0" magic, u32 node count, u32 kid count, u32 text length, u32 root,
+//   u8 has_root, nodes[], kids[], text bytes.
+std::string Document::serialize() const {
+  std::string out("VNFY1", 6);
+  auto put32 = [&](uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); };
+  put32(static_cast<uint32_t>(nodes.size()));
+  put32(static_cast<uint32_t>(kids.size()));
+  put32(static_cast<uint32_t>(text.size()));
+  put32(root_index);
+  out.push_back(has_root ? 1 : 0);
+  out.append(reinterpret_cast<const char*>(nodes.data()), nodes.size() * sizeof(RawNode));
+  out.append(reinterpret_cast<const char*>(kids.data()), kids.size() * sizeof(uint32_t));
+  out.append(text);
+  return out;
+}
+
+std::unique_ptr<Document> Document::deserialize(std::string_view blob) {
+  if (blob.size() < 23 || std::memcmp(blob.data(), "VNFY1", 6) != 0) {
+    return nullptr;
+  }
+  uint32_t n, k, t, root;
+  std::memcpy(&n, blob.data() + 6, 4);
+  std::memcpy(&k, blob.data() + 10, 4);
+  std::memcpy(&t, blob.data() + 14, 4);
+  std::memcpy(&root, blob.data() + 18, 4);
+  size_t need = 23 + size_t{n} * sizeof(RawNode) + size_t{k} * 4 + t;
+  if (blob.size() != need) {
+    return nullptr;
+  }
+  auto doc = std::make_unique<Document>();
+  doc->has_root = blob[22] != 0;
+  doc->root_index = root;
+  const char* p = blob.data() + 23;
+  doc->nodes.resize(n);
+  std::memcpy(doc->nodes.data(), p, size_t{n} * sizeof(RawNode));
+  p += size_t{n} * sizeof(RawNode);
+  doc->kids.resize(k);
+  std::memcpy(doc->kids.data(), p, size_t{k} * 4);
+  p += size_t{k} * 4;
+  doc->text.assign(p, t);
+  return doc;
+}
+
+}  // namespace internal
+}  // namespace tosca

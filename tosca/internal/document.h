@@ -1,0 +1,59 @@
+// tosca::internal::Document: one parsed YAML file as a compact located tree.
+// The only place that knows yaml-cpp is document.cpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/base.h"
+#include "tosca/tosca.h"
+
+namespace tosca::internal {
+
+struct RawNode {
+  Node::Kind kind = Node::Kind::kNull;
+  uint8_t quoted = 0;
+  uint32_t line = 0;      // 1-based
+  uint32_t column = 0;    // 1-based
+  uint32_t text_off = 0;  // scalar text in Document::text
+  uint32_t text_len = 0;
+  uint32_t first = 0;  // first child in Document::kids (maps: key, value, key, value...)
+  uint32_t count = 0;  // number of children (maps: 2 * entries)
+};
+
+class Document {
+ public:
+  std::string display;        // "pkg.csar!Definitions/vnfd.yaml", used in diagnostics
+  std::string path;           // path inside the package ("Definitions/vnfd.yaml"), or catalog name
+  std::string digest;         // SHA-256 of the source text
+  bool from_catalog = false;  // served from vnflow's shipped catalog
+
+  std::vector<RawNode> nodes;
+  std::vector<uint32_t> kids;
+  std::string text;
+  uint32_t root_index = 0;
+  bool has_root = false;
+
+  Node root() const { return has_root ? Node(this, root_index) : Node(); }
+  base::SourceLocation at(uint32_t line, uint32_t column) const { return {display, line, column}; }
+  base::SourceLocation start() const { return {display, 1, 1}; }
+
+  // Compact binary form used by the build-time catalog (docs/persistence.md: "catalog").
+  std::string serialize() const;
+  static std::unique_ptr<Document> deserialize(std::string_view blob);
+};
+
+struct YamlLimits {
+  uint32_t max_depth = 64;
+  uint64_t max_nodes = 2'000'000;  // after alias expansion
+};
+
+// Parses `text` (one YAML document, UTF-8). Problems go to `diags` located in `display`.
+// Returns nullptr when the text is not usable YAML; a partial tree is never returned.
+std::unique_ptr<Document> parse_yaml(std::string_view text, std::string display,
+                                     const YamlLimits& limits, base::Diagnostics& diags);
+
+}  // namespace tosca::internal

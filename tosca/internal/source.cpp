@@ -1,0 +1,603 @@
+// Package sources. The only file that includes <zip.h>.
+#include "tosca/internal/source.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <sys/stat.h>
+#include <zip.h>
+
+namespace tosca::internal {
+
+namespace fs = std::filesystem;
+
+bool FileSource::exists(std::string_view path) const {
+  return std::binary_search(files_.begin(), files_.end(), path,
+                            [](std::string_view a, std::string_view b) { return a < b; });
+}
+
+bool FileSource::is_dir(std::string_view path) const {
+  std::string prefix(path);
+  if (prefix.empty()) {
+    return true;
+  }
+  prefix += '/';
+  auto it = std::lower_bound(files_.begin(), files_.end(), prefix);
+  return it != files_.end() && it->compare(0, prefix.size(), prefix) == 0;
+}
+
+std::string FileSource::display(std::string_view path) const {
+  return display_prefix_ + std::string(path);
+}
+
+std::string dir_of(std::string_view path) {
+  auto pos = path.rfind('/');
+  return pos == std::string_view::npos ? std::string() : std::string(path.substr(0, pos));
+}
+
+bool join_package_path(std::string_view base_dir, std::string_view ref, std::string& out) {
+  if (ref.empty() || ref.front() == '/' || ref.find('\\') != std::string_view::npos ||
+      ref.find('\0') != std::string_view::npos) {
+    return false;
+  }
+  std::vector<std::string_view> parts;
+  auto push_all = [&](std::string_view s) -> bool {
+    size_t start = 0;
+    while (start <= s.size()) {
+      size_t end = s.find('/', start);
+      if (end == std::string_view::npos) {
+        end = s.size();
+      }
+      std::string_view seg = s.substr(start, end - start);
+      if (seg == "..") {
+        if (parts.empty()) {
+          return false;
+        }
+        parts.pop_back();
+      } else if (!seg.empty() && seg != ".") {
+        parts.push_back(seg);
+      }
+      start = end + 1;
+    }
+    return true;
+  };
+  if (!push_all(base_dir) || !push_all(ref)) {
+    return false;
+  }
+  out.clear();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) {
+      out += '/';
+    }
+    out += parts[i];
+  }
+  return !out.empty();
+}
+
+bool is_safe_entry_name(std::string_view name, std::string& why) {
+  if (name.empty()) {
+    why = "empty name";
+    return false;
+  }
+  if (name.find('\0') != std::string_view::npos) {
+    why = "NUL byte in name";
+    return false;
+  }
+  if (name.front() == '/') {
+    why = "absolute path";
+    return false;
+  }
+  if (name.find('\\') != std::string_view::npos) {
+    why = "backslash in path";
+    return false;
+  }
+  if (name.size() >= 2 && name[1] == ':') {
+    why = "drive letter";
+    return false;
+  }
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t end = name.find('/', start);
+    if (end == std::string_view::npos) {
+      end = name.size();
+    }
+    if (name.substr(start, end - start) == "..") {
+      why = "\"..\" component";
+      return false;
+    }
+    start = end + 1;
+  }
+  return true;
+}
+
+namespace {
+
+constexpr uint64_t kRatioFloorBytes = 1u << 20;  // small entries may compress very well
+
+std::string normalize_entry(std::string_view name) {
+  while (name.size() >= 2 && name.substr(0, 2) == "./") {
+    name.remove_prefix(2);
+  }
+  return std::string(name);
+}
+
+class ZipSource : public FileSource {
+ public:
+  ~ZipSource() override {
+    if (za_ != nullptr) {
+      zip_discard(za_);
+    }
+  }
+
+  bool open(const Limits& limits, base::Diagnostics& diags, zip_source_t* src,
+            const std::string& file_path) {
+    limits_ = limits;
+    zip_error_t err;
+    zip_error_init(&err);
+    if (src != nullptr) {
+      za_ = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &err);
+      if (za_ == nullptr) {
+        zip_source_free(src);
+      }
+    } else {
+      int code = 0;
+      za_ = zip_open(file_path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
+      zip_error_init_with_code(&err, code);
+    }
+    if (za_ == nullptr) {
+      if (zip_error_code_zip(&err) == ZIP_ER_EXISTS) {
+        // libzip's consistency check refuses archives with two entries of one name.
+        diags.error("C0009", {display_name_, 0, 0},
+                    "archive has two entries with the same name; which one is meant is ambiguous");
+      } else {
+        diags.error("C0002", {display_name_, 0, 0},
+                    std::string("not a readable zip archive: ") + zip_error_strerror(&err));
+      }
+      zip_error_fini(&err);
+      return false;
+    }
+    zip_error_fini(&err);
+    zip_int64_t n = zip_get_num_entries(za_, 0);
+    if (n < 0) {
+      diags.error("C0002", {display_name_, 0, 0}, "corrupt zip archive: cannot count entries");
+      return false;
+    }
+    if (static_cast<uint64_t>(n) > limits.max_entries) {
+      diags.error("C0005", {display_name_, 0, 0},
+                  "archive has " + std::to_string(n) + " entries; the limit is " +
+                      std::to_string(limits.max_entries));
+      return false;
+    }
+    uint64_t total = 0;
+    bool ok = true;
+    std::map<std::string, std::string> links;  // link path -> target path
+    for (zip_int64_t i = 0; i < n; ++i) {
+      zip_stat_t st;
+      zip_stat_init(&st);
+      if (zip_stat_index(za_, static_cast<zip_uint64_t>(i), 0, &st) != 0 ||
+          !(st.valid & ZIP_STAT_NAME)) {
+        diags.error("C0002", {display_name_, 0, 0},
+                    "corrupt zip archive: entry " + std::to_string(i) + " unreadable");
+        ok = false;
+        continue;
+      }
+      std::string raw = st.name;
+      std::string why;
+      if (!is_safe_entry_name(raw, why)) {
+        diags.error("C0003", {display_name_, 0, 0},
+                    "unsafe entry name \"" + raw + "\" (" + why + ") refused");
+        ok = false;
+        continue;
+      }
+      std::string name = normalize_entry(raw);
+      if (name.empty() || name.back() == '/') {
+        continue;  // a folder entry
+      }
+      if ((st.valid & ZIP_STAT_ENCRYPTION_METHOD) && st.encryption_method != ZIP_EM_NONE) {
+        diags.error("C0023", {display_name_ + "!" + name, 0, 0},
+                    "encrypted entry; vnflow reads only unencrypted packages");
+        ok = false;
+        continue;
+      }
+      uint64_t size = (st.valid & ZIP_STAT_SIZE) ? st.size : 0;
+      uint64_t comp = (st.valid & ZIP_STAT_COMP_SIZE) ? st.comp_size : 0;
+      total += size;
+      if (size > kRatioFloorBytes &&
+          size / std::max<uint64_t>(comp, 1) > limits.max_compression_ratio) {
+        diags.error("C0007", {display_name_ + "!" + name, 0, 0},
+                    "compression ratio " + std::to_string(size / std::max<uint64_t>(comp, 1)) +
+                        ":1 exceeds the limit " + std::to_string(limits.max_compression_ratio) +
+                        ":1 (zip bomb?)");
+        ok = false;
+        continue;
+      }
+      zip_uint8_t opsys = 0;
+      zip_uint32_t attr = 0;
+      if (zip_file_get_external_attributes(za_, static_cast<zip_uint64_t>(i), 0, &opsys, &attr) ==
+              0 &&
+          opsys == ZIP_OPSYS_UNIX && S_ISLNK(attr >> 16)) {
+        // A link inside the archive: allowed only when its target stays in the package.
+        std::string target;
+        auto content = read_index(static_cast<zip_uint64_t>(i), 4096);
+        std::string resolved;
+        if (!content.ok() || !join_package_path(dir_of(name), content.value(), resolved)) {
+          diags.error("C0004", {display_name_ + "!" + name, 0, 0},
+                      "symbolic link points outside the package (-> \"" +
+                          (content.ok() ? content.value() : std::string("?")) + "\"); refused");
+          ok = false;
+          continue;
+        }
+        links[name] = resolved;
+        continue;
+      }
+      if (!index_.emplace(name, static_cast<zip_uint64_t>(i)).second) {
+        diags.error("C0009", {display_name_ + "!" + name, 0, 0}, "duplicate entry in archive");
+        ok = false;
+        continue;
+      }
+      sizes_[name] = size;
+    }
+    if (total > limits.max_total_bytes) {
+      diags.error("C0006", {display_name_, 0, 0},
+                  "archive expands to " + std::to_string(total) + " bytes; the limit is " +
+                      std::to_string(limits.max_total_bytes));
+      ok = false;
+    }
+    for (const auto& [link, target] : links) {
+      auto it = index_.find(target);
+      if (it == index_.end()) {
+        diags.error("C0004", {display_name_ + "!" + link, 0, 0},
+                    "symbolic link target \"" + target + "\" is not a file of the package");
+        ok = false;
+        continue;
+      }
+      index_.emplace(link, it->second);
+      sizes_[link] = sizes_[target];
+    }
+    for (const auto& [name, idx] : index_) {
+      files_.push_back(name);
+    }
+    std::sort(files_.begin(), files_.end());
+    return ok;
+  }
+
+  base::Result<std::string> read(std::string_view path, uint64_t max_bytes) override {
+    auto it = index_.find(std::string(path));
+    if (it == index_.end()) {
+      return base::Status::NotFound("no file \"" + std::string(path) + "\" in the package");
+    }
+    if (sizes_[it->first] > max_bytes) {
+      return base::Status::FailedPrecondition("file is " + std::to_string(sizes_[it->first]) +
+                                              " bytes; the limit is " + std::to_string(max_bytes));
+    }
+    return read_index(it->second, max_bytes);
+  }
+
+  base::Result<std::string> digest(std::string_view path, base::DigestAlgorithm a) override {
+    auto it = index_.find(std::string(path));
+    if (it == index_.end()) {
+      return base::Status::NotFound("no file \"" + std::string(path) + "\" in the package");
+    }
+    zip_file_t* f = zip_fopen_index(za_, it->second, 0);
+    if (f == nullptr) {
+      return base::Status::Internal(std::string("cannot open entry: ") + zip_strerror(za_));
+    }
+    base::Hasher h(a);
+    char buf[65536];
+    uint64_t total = 0;
+    for (;;) {
+      zip_int64_t got = zip_fread(f, buf, sizeof buf);
+      if (got < 0) {
+        std::string why = zip_error_strerror(zip_file_get_error(f));
+        zip_fclose(f);
+        return base::Status::Internal("corrupt entry: " + why);
+      }
+      if (got == 0) {
+        break;
+      }
+      total += static_cast<uint64_t>(got);
+      if (total > limits_.max_total_bytes) {
+        zip_fclose(f);
+        return base::Status::FailedPrecondition("entry expands beyond the package size limit");
+      }
+      h.update(std::string_view(buf, static_cast<size_t>(got)));
+    }
+    zip_fclose(f);
+    return h.hex_final();
+  }
+
+  base::Result<std::string> package_digest() override { return archive_digest_; }
+
+  zip_t* za_ = nullptr;
+  std::string archive_digest_;
+  std::string bytes_;  // backing store for archives opened from memory
+
+ private:
+  base::Result<std::string> read_index(zip_uint64_t idx, uint64_t max_bytes) {
+    zip_file_t* f = zip_fopen_index(za_, idx, 0);
+    if (f == nullptr) {
+      return base::Status::Internal(std::string("cannot open entry: ") + zip_strerror(za_));
+    }
+    std::string out;
+    char buf[65536];
+    for (;;) {
+      zip_int64_t got = zip_fread(f, buf, sizeof buf);
+      if (got < 0) {
+        std::string why = zip_error_strerror(zip_file_get_error(f));
+        zip_fclose(f);
+        return base::Status::Internal("corrupt entry: " + why);
+      }
+      if (got == 0) {
+        break;
+      }
+      out.append(buf, static_cast<size_t>(got));
+      if (out.size() > max_bytes) {
+        zip_fclose(f);
+        return base::Status::FailedPrecondition("entry is larger than " +
+                                                std::to_string(max_bytes) + " bytes");
+      }
+    }
+    zip_fclose(f);
+    return out;
+  }
+
+  Limits limits_;
+  std::map<std::string, zip_uint64_t> index_;
+  std::map<std::string, uint64_t> sizes_;
+};
+
+class DirSource : public FileSource {
+ public:
+  bool open(const std::string& path, const Limits& limits, base::Diagnostics& diags) {
+    limits_ = limits;
+    std::error_code ec;
+    root_ = fs::canonical(path, ec);
+    if (ec) {
+      diags.error("C0001", {display_name_, 0, 0}, "cannot open package folder: " + ec.message());
+      return false;
+    }
+    bool ok = true;
+    uint64_t total = 0;
+    fs::recursive_directory_iterator it(root_, fs::directory_options::none, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      const fs::directory_entry& e = *it;
+      std::string rel = fs::relative(e.path(), root_, ec).generic_string();
+      if (ec) {
+        break;
+      }
+      if (files_.size() >= limits.max_entries) {
+        diags.error("C0005", {display_name_, 0, 0},
+                    "package has more than " + std::to_string(limits.max_entries) + " files");
+        return false;
+      }
+      if (e.is_symlink(ec)) {
+        fs::path target = fs::weakly_canonical(e.path(), ec);
+        std::string t = fs::relative(target, root_, ec).generic_string();
+        if (ec || t.empty() || t == "." || t.rfind("..", 0) == 0 || target.is_relative()) {
+          diags.error("C0004", {display(rel), 0, 0},
+                      "symbolic link points outside the package (-> \"" +
+                          fs::read_symlink(e.path(), ec).generic_string() + "\"); refused");
+          ok = false;
+          ec.clear();
+          continue;
+        }
+        if (fs::is_directory(target, ec)) {
+          // Links to folders inside the package are followed by listing their files.
+          for (const auto& sub : fs::recursive_directory_iterator(target, ec)) {
+            if (sub.is_regular_file(ec)) {
+              std::string inner = fs::relative(sub.path(), target, ec).generic_string();
+              add_file(rel + "/" + inner, sub.path(), total);
+            }
+          }
+          ec.clear();
+          continue;
+        }
+        if (fs::is_regular_file(target, ec)) {
+          add_file(rel, target, total);
+        }
+        ec.clear();
+        continue;
+      }
+      if (e.is_regular_file(ec)) {
+        add_file(rel, e.path(), total);
+      }
+    }
+    if (ec) {
+      diags.error("C0001", {display_name_, 0, 0}, "cannot list package folder: " + ec.message());
+      return false;
+    }
+    if (total > limits.max_total_bytes) {
+      diags.error("C0006", {display_name_, 0, 0},
+                  "package holds " + std::to_string(total) + " bytes; the limit is " +
+                      std::to_string(limits.max_total_bytes));
+      ok = false;
+    }
+    std::sort(files_.begin(), files_.end());
+    return ok;
+  }
+
+  base::Result<std::string> read(std::string_view path, uint64_t max_bytes) override {
+    auto it = paths_.find(std::string(path));
+    if (it == paths_.end()) {
+      return base::Status::NotFound("no file \"" + std::string(path) + "\" in the package");
+    }
+    std::error_code ec;
+    auto size = fs::file_size(it->second, ec);
+    if (ec) {
+      return base::Status::NotFound(ec.message());
+    }
+    if (size > max_bytes) {
+      return base::Status::FailedPrecondition("file is " + std::to_string(size) +
+                                              " bytes; the limit is " + std::to_string(max_bytes));
+    }
+    std::ifstream in(it->second, std::ios::binary);
+    std::string out(size, '\0');
+    in.read(out.data(), static_cast<std::streamsize>(size));
+    if (!in) {
+      return base::Status::Internal("cannot read \"" + std::string(path) + "\"");
+    }
+    return out;
+  }
+
+  base::Result<std::string> digest(std::string_view path, base::DigestAlgorithm a) override {
+    auto it = paths_.find(std::string(path));
+    if (it == paths_.end()) {
+      return base::Status::NotFound("no file \"" + std::string(path) + "\" in the package");
+    }
+    std::ifstream in(it->second, std::ios::binary);
+    if (!in) {
+      return base::Status::Internal("cannot read \"" + std::string(path) + "\"");
+    }
+    base::Hasher h(a);
+    char buf[65536];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+      h.update(std::string_view(buf, static_cast<size_t>(in.gcount())));
+    }
+    return h.hex_final();
+  }
+
+  base::Result<std::string> package_digest() override {
+    base::Hasher h(base::DigestAlgorithm::kSha256);
+    for (const auto& f : files_) {
+      auto d = digest(f, base::DigestAlgorithm::kSha256);
+      if (!d.ok()) {
+        return d.status();
+      }
+      h.update(f);
+      h.update(std::string_view("\0", 1));
+      h.update(d.value());
+    }
+    return h.hex_final();
+  }
+
+ private:
+  void add_file(const std::string& rel, const fs::path& real, uint64_t& total) {
+    std::error_code ec;
+    total += fs::file_size(real, ec);
+    files_.push_back(rel);
+    paths_[rel] = real;
+  }
+
+  Limits limits_;
+  fs::path root_;
+  std::map<std::string, fs::path> paths_;
+};
+
+class MemorySource : public FileSource {
+ public:
+  explicit MemorySource(std::map<std::string, std::string> files) : data_(std::move(files)) {
+    for (const auto& [k, v] : data_) {
+      files_.push_back(k);
+    }
+  }
+  base::Result<std::string> read(std::string_view path, uint64_t max_bytes) override {
+    auto it = data_.find(std::string(path));
+    if (it == data_.end()) {
+      return base::Status::NotFound("no file \"" + std::string(path) + "\" in the package");
+    }
+    if (it->second.size() > max_bytes) {
+      return base::Status::FailedPrecondition("file is larger than " + std::to_string(max_bytes) +
+                                              " bytes");
+    }
+    return it->second;
+  }
+  base::Result<std::string> digest(std::string_view path, base::DigestAlgorithm a) override {
+    auto it = data_.find(std::string(path));
+    if (it == data_.end()) {
+      return base::Status::NotFound("no file \"" + std::string(path) + "\" in the package");
+    }
+    return base::digest_hex(a, it->second);
+  }
+  base::Result<std::string> package_digest() override {
+    base::Hasher h(base::DigestAlgorithm::kSha256);
+    for (const auto& [k, v] : data_) {
+      h.update(k);
+      h.update(std::string_view("\0", 1));
+      h.update(base::digest_hex(base::DigestAlgorithm::kSha256, v));
+    }
+    return h.hex_final();
+  }
+
+ private:
+  std::map<std::string, std::string> data_;
+};
+
+std::string base_name(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') {
+    p.pop_back();
+  }
+  auto pos = p.rfind('/');
+  return pos == std::string::npos ? p : p.substr(pos + 1);
+}
+
+}  // namespace
+
+std::unique_ptr<FileSource> open_zip_file(const std::string& path, const Limits& limits,
+                                          base::Diagnostics& diags) {
+  auto src = std::make_unique<ZipSource>();
+  src->set_display(base_name(path), base_name(path) + "!", true);
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    diags.error("C0001", {src->display_name(), 0, 0}, "no such package file or folder");
+    return nullptr;
+  }
+  {
+    std::ifstream in(path, std::ios::binary);
+    base::Hasher h(base::DigestAlgorithm::kSha256);
+    char buf[65536];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+      h.update(std::string_view(buf, static_cast<size_t>(in.gcount())));
+    }
+    src->archive_digest_ = h.hex_final();
+  }
+  if (!src->open(limits, diags, nullptr, path)) {
+    return nullptr;
+  }
+  return src;
+}
+
+std::unique_ptr<FileSource> open_zip_bytes(std::string display_name, std::string bytes,
+                                           const Limits& limits, base::Diagnostics& diags) {
+  auto src = std::make_unique<ZipSource>();
+  src->set_display(display_name, display_name + "!", true);
+  src->bytes_ = std::move(bytes);
+  src->archive_digest_ = base::digest_hex(base::DigestAlgorithm::kSha256, src->bytes_);
+  zip_error_t err;
+  zip_error_init(&err);
+  zip_source_t* zs = zip_source_buffer_create(src->bytes_.data(), src->bytes_.size(), 0, &err);
+  zip_error_fini(&err);
+  if (zs == nullptr) {
+    diags.error("C0002", {src->display_name(), 0, 0}, "cannot read archive bytes");
+    return nullptr;
+  }
+  if (!src->open(limits, diags, zs, {})) {
+    return nullptr;
+  }
+  return src;
+}
+
+std::unique_ptr<FileSource> open_directory(const std::string& path, const Limits& limits,
+                                           base::Diagnostics& diags) {
+  auto src = std::make_unique<DirSource>();
+  std::string prefix = path;
+  while (prefix.size() > 1 && prefix.back() == '/') {
+    prefix.pop_back();
+  }
+  src->set_display(base_name(path), prefix + "/", false);
+  if (!src->open(path, limits, diags)) {
+    return nullptr;
+  }
+  return src;
+}
+
+std::unique_ptr<FileSource> open_memory(std::string display_name,
+                                        std::map<std::string, std::string> files) {
+  auto src = std::make_unique<MemorySource>(std::move(files));
+  src->set_display(display_name, display_name + "!", false);
+  return src;
+}
+
+}  // namespace tosca::internal
