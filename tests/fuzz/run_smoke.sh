@@ -6,5 +6,6 @@ fuzzer=$1; seeds=$2; seconds=${3:-60}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-"$fuzzer" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
+mkdir -p "${FUZZ_ARTIFACTS:-/tmp/vnflow-fuzz-artifacts}"
+"$fuzzer" -artifact_prefix="${FUZZ_ARTIFACTS:-/tmp/vnflow-fuzz-artifacts}/" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
   "$work" "$seeds"

@@ -1,10 +1,13 @@
-// libFuzzer target: arbitrary bytes as a CSAR archive, and as the entry YAML of a
-// meta-less in-memory package. Built with -Dfuzz=true (clang); CI runs a bounded smoke
-// under ASan+UBSan. Any crash, leak, or sanitizer report is a bug.
+// libFuzzer target: arbitrary bytes as a CSAR archive, as the entry YAML of a
+// meta-less in-memory package, and through both YAML readers, which must agree. Built with
+// -Dfuzz=true (clang); CI runs a bounded smoke under ASan+UBSan. Any crash, leak, or sanitizer
+// report is a bug.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
+#include "tosca/internal/document.h"
 #include "tosca/internal/loader.h"
 #include "tosca/internal/source.h"
 #include "tosca/tosca.h"
@@ -23,6 +26,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::map<std::string, std::string> files = {{"vnfd.yaml", bytes}};
     (void)tosca::internal::load_from_source(tosca::internal::open_memory("fuzz", files), opts,
                                             diags);
+  }
+  {
+    // Differential: the fast YAML reader must agree with yaml-cpp on every input.
+    base::Diagnostics fd, sd;
+    auto fast = tosca::internal::parse_yaml(bytes, "f", {}, fd, true);
+    auto slow = tosca::internal::parse_yaml(bytes, "f", {}, sd, false);
+    if ((fast == nullptr) != (slow == nullptr) ||
+        (fast && slow && fast->serialize() != slow->serialize()) || fd.size() != sd.size()) {
+      std::fprintf(stderr, "fast/slow disagree: %d %d %zu %zu\n", fast != nullptr, slow != nullptr,
+                   fd.size(), sd.size());
+      __builtin_trap();
+    }
   }
   return 0;
 }

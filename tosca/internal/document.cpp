@@ -15,6 +15,8 @@
 #include <yaml-cpp/mark.h>
 #include <yaml-cpp/parser.h>
 
+#include "tosca/internal/fast_yaml.h"
+
 namespace tosca {
 
 using internal::Document;
@@ -360,7 +362,8 @@ class Builder : public YAML::EventHandler {
 }  // namespace
 
 std::unique_ptr<Document> parse_yaml(std::string_view text, std::string display,
-                                     const YamlLimits& limits, base::Diagnostics& diags) {
+                                     const YamlLimits& limits, base::Diagnostics& diags,
+                                     bool use_fast_path) {
   auto doc = std::make_unique<Document>();
   doc->display = std::move(display);
   if (text.size() >= 3 && std::memcmp(text.data(), "\xEF\xBB\xBF", 3) == 0) {
@@ -379,6 +382,12 @@ std::unique_ptr<Document> parse_yaml(std::string_view text, std::string display,
   base::Diagnostics local;
   Builder builder(*doc, limits, local);
   try {
+    if (use_fast_path && fast_parse_yaml(text, builder)) {
+      diags.merge(local);
+      doc->has_root = builder.done();
+      doc->root_index = builder.root();
+      return doc;
+    }
     std::istringstream in{std::string(text)};
     YAML::Parser parser(in);
     parser.HandleNextDocument(builder);

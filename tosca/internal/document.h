@@ -16,9 +16,10 @@ namespace tosca::internal {
 struct RawNode {
   Node::Kind kind = Node::Kind::kNull;
   uint8_t quoted = 0;
-  uint32_t line = 0;      // 1-based
-  uint32_t column = 0;    // 1-based
-  uint32_t text_off = 0;  // scalar text in Document::text
+  uint8_t reserved[2] = {0, 0};  // explicit, so serialize() never copies indeterminate padding
+  uint32_t line = 0;             // 1-based
+  uint32_t column = 0;           // 1-based
+  uint32_t text_off = 0;         // scalar text in Document::text
   uint32_t text_len = 0;
   uint32_t first = 0;  // first child in Document::kids (maps: key, value, key, value...)
   uint32_t count = 0;  // number of children (maps: 2 * entries)
@@ -53,7 +54,10 @@ struct YamlLimits {
 
 // Parses `text` (one YAML document, UTF-8). Problems go to `diags` located in `display`.
 // Returns nullptr when the text is not usable YAML; a partial tree is never returned.
+// Plain files go through a fast reader (fast_yaml.h) that yields the same tree; the rest,
+// and everything when `use_fast_path` is false, through yaml-cpp.
 std::unique_ptr<Document> parse_yaml(std::string_view text, std::string display,
-                                     const YamlLimits& limits, base::Diagnostics& diags);
+                                     const YamlLimits& limits, base::Diagnostics& diags,
+                                     bool use_fast_path = true);
 
 }  // namespace tosca::internal

@@ -360,13 +360,16 @@ class DirSource : public FileSource {
     }
     bool ok = true;
     uint64_t total = 0;
+    std::string root_prefix = root_.generic_string();
+    if (root_prefix.back() != '/')
+      root_prefix += '/';
     fs::recursive_directory_iterator it(root_, fs::directory_options::none, ec), end;
     for (; !ec && it != end; it.increment(ec)) {
       const fs::directory_entry& e = *it;
-      std::string rel = fs::relative(e.path(), root_, ec).generic_string();
-      if (ec) {
-        break;
-      }
+      // The iterator yields root_/<rel>; cut the prefix instead of fs::relative(), which
+      // resolves every path component with a system call.
+      std::string full = e.path().generic_string();
+      std::string rel = full.size() > root_prefix.size() ? full.substr(root_prefix.size()) : "";
       if (files_.size() >= limits.max_entries) {
         diags.error("C0005", {display_name_, 0, 0},
                     "package has more than " + std::to_string(limits.max_entries) + " files");

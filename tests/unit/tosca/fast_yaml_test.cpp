@@ -1,0 +1,133 @@
+// The fast YAML reader must build exactly the tree yaml-cpp builds (same nodes, text,
+// kinds, quoting and marks) and report the same diagnostics, on every YAML file we have:
+// the catalog, the samples, the golden fixtures and, when present, Tacker's corpus.
+#include "tosca/internal/fast_yaml.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+#include <yaml-cpp/eventhandler.h>
+
+#include "tosca/internal/document.h"
+
+namespace fs = std::filesystem;
+using tosca::internal::parse_yaml;
+
+namespace {
+
+std::string diag_text(const base::Diagnostics& d) {
+  std::string out;
+  for (const auto& x : d.sorted())
+    out += base::to_string(x) + "\n";
+  return out;
+}
+
+struct Null : YAML::EventHandler {
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// Returns true when the fast reader took the text.
+bool same_tree(const std::string& text, const std::string& name) {
+  base::Diagnostics fast_diags, slow_diags;
+  auto fast = parse_yaml(text, name, {}, fast_diags, true);
+  auto slow = parse_yaml(text, name, {}, slow_diags, false);
+  INFO(name);
+  CHECK((fast == nullptr) == (slow == nullptr));
+  if (fast && slow) {
+    CHECK(fast->serialize() == slow->serialize());
+  }
+  CHECK(diag_text(fast_diags) == diag_text(slow_diags));
+  Null null;
+  return tosca::internal::fast_parse_yaml(text, null);
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("fast reader and yaml-cpp agree on hand-written edge cases", "[tosca][yaml][fast]") {
+  const char* cases[] = {
+      "a: 1\nb: two\n",
+      "a:\nb:\n  - x\n  -\n  - y: 1\n    z:\nc: [ 1, 'q', {k: v} ]\nd: { }\ne: -1\nf:\n- g\n",
+      "h: \"x\\ty\"\ni: 'it''s'\n",
+      "# comment\nk: v # trailing\nl: 'a # not a comment'\n",
+      "- - a\n  - b\n- c\n",
+      "m: [a, [b, c], {d: e}]\nn: {a: [1, 2], b: {c: d}}\n",
+      "o: x: y\n",
+      "p: [a,\n  b]\n",
+      "q: |\n  block\n",
+      "r: &anchor 1\ns: *anchor\n",
+      "t: plain\n  continued\n",
+      "u: !!str 1\n",
+      "v:\n\tw: 1\n",
+      "x: 1\nx: 2\n",
+      "---\ny: 1\n",
+      "key with spaces: value with spaces\n\"quoted key\": 1\n",
+      "z: [a, ]\n",
+      "aa: ~\nbb: null\ncc: true\n",
+      "dd: \"\\u00e9\"\n",
+      "ee: 'unterminated\n",
+      "ff:\n  - a\n gg: 1\n",
+      "hh: [a]]\n",
+      "",
+      "   \n# only a comment\n",
+      "scalar only\n",
+      "[1, 2]\n",
+      "ii:\n  jj:\n    kk:\n",
+      "ll:\n  - mm\nnn: 1\n",
+      "oo:\n  pp:\n   ",
+      "qq:\n  rr:",
+      "ss:\n  tt:\n  # c\n\n",
+      ("tosca_definitions_version: tosca_simple_yaml_1_2\nimports: [a.yaml]\n"
+       "topology_template: {node_templates: {x: {type: tosca.nodes.Compute}}}\n"),
+  };
+  for (const char* c : cases)
+    same_tree(c, "case.yaml");
+}
+
+TEST_CASE("fast reader and yaml-cpp agree on every YAML file of the tree and corpus",
+          "[tosca][yaml][fast]") {
+  std::vector<fs::path> roots;
+  const char* src = std::getenv("VNFLOW_SOURCE_ROOT");
+  REQUIRE(src != nullptr);
+  roots.push_back(fs::path(src) / "tosca" / "catalog");
+  roots.push_back(fs::path(src) / "csar-samples");
+  roots.push_back(fs::path(src) / "tests" / "golden" / "bad");
+  fs::path corpus = fs::path(src) / ".." / "shared" / "corpus" / "tacker-samples";
+  if (fs::is_directory(corpus))
+    roots.push_back(corpus);
+  int files = 0, fast = 0;
+  for (const auto& root : roots) {
+    for (const auto& e : fs::recursive_directory_iterator(root)) {
+      std::string ext = e.path().extension().string();
+      if (!e.is_regular_file() || (ext != ".yaml" && ext != ".yml"))
+        continue;
+      ++files;
+      if (same_tree(read(e.path()), e.path().string()))
+        ++fast;
+    }
+  }
+  INFO(fast << " of " << files << " files took the fast path");
+  CHECK(files > 100);
+  CHECK(fast * 2 > files);  // most real files are in the subset, or the fast path is moot
+}
