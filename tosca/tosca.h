@@ -160,7 +160,8 @@ struct Vdu {
   std::string name, type;
   std::string vdu_name;  // properties.name
   int64_t min_instances = 1, max_instances = 1;
-  std::optional<Artifact> sw_image;
+  std::optional<Artifact> sw_image;   // a tosca.artifacts.nfv.SwImage artifact, if any
+  std::string sw_image_name;          // properties.sw_image_data.name
   std::vector<std::string> storages;  // virtual_storage requirement targets
   base::SourceLocation where;
 };
@@ -237,6 +238,9 @@ class Package {
   std::string digest;         // SHA-256 over the package's files (names and bytes)
   std::string tosca_version;  // tosca_definitions_version of the entry template
   std::string entry_definitions;
+  // The entry template's `metadata:` (template_name, template_author, ...); for a CSAR
+  // without TOSCA-Metadata this is the package's metadata.
+  std::vector<std::pair<std::string, std::string>> template_metadata;
   ToscaMeta meta;
   Manifest manifest;
   VnfInfo vnf;

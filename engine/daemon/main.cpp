@@ -271,6 +271,7 @@ json::object flavour_json(const tosca::Flavour& f) {
     j["vdu_name"] = v.vdu_name;
     j["min_instances"] = v.min_instances;
     j["max_instances"] = v.max_instances;
+    j["sw_image_name"] = v.sw_image_name;
     if (v.sw_image)
       j["sw_image"] = artifact_json(*v.sw_image);
     json::array st;
@@ -368,8 +369,11 @@ void print_flavour(const tosca::Flavour& f) {
   for (const auto& v : f.vdus) {
     std::cout << "    " << v.name << " (" << v.type << ") instances " << v.min_instances << ".."
               << v.max_instances;
-    if (v.sw_image)
+    if (v.sw_image) {
       std::cout << ", image " << artifact_text(*v.sw_image);
+    } else if (!v.sw_image_name.empty()) {
+      std::cout << ", image " << v.sw_image_name;
+    }
     if (!v.storages.empty()) {
       std::cout << ", storage";
       for (const auto& s : v.storages)
@@ -488,6 +492,10 @@ int cmd_inspect(const Args& a) {
     meta["created_by"] = pkg->meta.created_by;
     meta["entry_manifest"] = pkg->meta.entry_manifest;
     doc["meta"] = std::move(meta);
+    json::object tmd;
+    for (const auto& [k, v] : pkg->template_metadata)
+      tmd[k] = v;
+    doc["template_metadata"] = std::move(tmd);
     json::object vnf;
     vnf["descriptor_id"] = pkg->vnf.descriptor_id;
     vnf["descriptor_version"] = pkg->vnf.descriptor_version;
@@ -514,6 +522,8 @@ int cmd_inspect(const Args& a) {
   std::cout << "package " << pkg->display_name << (valid ? "" : "  (has errors)") << "\n";
   std::cout << "  digest: sha256:" << pkg->digest << "\n";
   std::cout << "  entry: " << pkg->entry_definitions << " (" << pkg->tosca_version << ")\n";
+  for (const auto& [k, v] : pkg->template_metadata)
+    std::cout << "  " << k << ": " << v << "\n";
   std::cout << "vnf " << pkg->vnf.product_name << " " << pkg->vnf.software_version << " by "
             << pkg->vnf.provider << "\n";
   std::cout << "  descriptor: " << pkg->vnf.descriptor_id << " version "

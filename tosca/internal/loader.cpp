@@ -1239,6 +1239,7 @@ void Loader::build_flavour(const Document* doc, Node tt, Flavour& f) {
       Node profile = props.get("vdu_profile");
       v.min_instances = to_int(profile.get("min_number_of_instances"), 1);
       v.max_instances = to_int(profile.get("max_number_of_instances"), 1);
+      v.sw_image_name = str(props.get("sw_image_data").get("name"));
       Node arts = tmpl.get("artifacts");
       for (size_t k = 0; arts.is_map() && k < arts.size(); ++k) {
         Node a = arts.value(k);
@@ -1507,6 +1508,10 @@ void Loader::run() {
       check_document_keys(d);
   }
   pkg_.tosca_version = str(entry_doc_->root().get("tosca_definitions_version"));
+  Node md = entry_doc_->root().get("metadata");
+  for (size_t i = 0; md.is_map() && i < md.size(); ++i) {
+    pkg_.template_metadata.emplace_back(str(md.key(i)), to_yaml_flow(md.value(i)));
+  }
   collect_types();
   for (const Document* d : order_) {
     if (!d->from_catalog)
