@@ -42,7 +42,9 @@ run_suites build unit golden corpus
 if [[ $quick != --quick ]]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-  setup build-asan -Db_sanitize=address,undefined -Db_lundef=false
+  # gcc 12 reports false -Warray-bounds / -Wmaybe-uninitialized inside Boost.JSON and
+  # <regex> once sanitizers change inlining; the plain build keeps werror on.
+  setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=false
   run_suites build-asan unit golden corpus
   CC=clang CXX=clang++ setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false
   run_suites build-fuzz fuzz
