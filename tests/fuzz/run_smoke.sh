@@ -2,7 +2,7 @@
 # Bounded fuzz smoke: libFuzzer writes new inputs into its first corpus folder, so that
 # is a fresh temporary folder; the seeds in tests/fuzz/corpus are only read.
 set -euo pipefail
-fuzzer=$1; seeds=$2; seconds=${3:-60}
+fuzzer=$(realpath "$1"); seeds=$(realpath "$2"); seconds=${3:-60}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
