@@ -125,6 +125,7 @@ struct ToscaMeta {
   bool present = false;  // false for a CSAR without TOSCA-Metadata
   std::string meta_file_version, csar_version, created_by, entry_definitions;
   std::string entry_manifest, entry_change_log, entry_licenses, entry_certificate;
+  base::SourceLocation entry_definitions_where;  // the Entry-Definitions value
   std::vector<MetaFileEntry> files;
 };
 

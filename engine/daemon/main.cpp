@@ -198,7 +198,7 @@ int cmd_validate(const Args& a) {
         std::cout << "  warnings=" << warnings;
       if (a.repeat > 1)
         std::printf("  median_ms=%.3f", median(times));
-      std::cout << "\n";
+      std::cout << std::endl;  // keep the summary after this package's diagnostics
     }
   }
   if (a.json) {

@@ -194,7 +194,7 @@ bool Loader::read_metadata() {
       }
       if (!src_.exists(entry_)) {
         diags_.error(
-            "C0012", where,
+            "C0012", pkg_.meta.entry_definitions_where,
             "Entry-Definitions file \"" + pkg_.meta.entry_definitions + "\" is not in the package");
         return false;
       }
@@ -243,7 +243,16 @@ bool Loader::read_metadata() {
                             ? "no TOSCA-Metadata/TOSCA.meta and no YAML file at the package root"
                             : "no TOSCA-Metadata/TOSCA.meta and " + std::to_string(roots.size()) +
                                   " YAML files at the package root (exactly one is allowed)";
-      diags_.error("C0013", {src_.display_name(), 0, 0}, msg);
+      base::Diagnostic d{base::Severity::kError, "C0013", {src_.display_name(), 0, 0}, msg, {}};
+      // A common packaging slip: zipping the package folder instead of its contents.
+      std::set<std::string> tops;
+      for (const auto& f : src_.files())
+        tops.insert(f.substr(0, f.find('/')));
+      if (tops.size() == 1 && src_.exists(*tops.begin() + "/" + kMetaPath)) {
+        d.notes.push_back("every file is under \"" + *tops.begin() +
+                          "/\": archive the folder's contents, not the folder itself");
+      }
+      diags_.add(std::move(d));
       return false;
     }
     entry_ = roots[0];

@@ -115,6 +115,7 @@ ToscaMeta parse_tosca_meta(std::string_view text, const std::string& display,
       have_created = true;
     } else if (k == "entry-definitions") {
       meta.entry_definitions = kv.value;
+      meta.entry_definitions_where = where;
       have_entry = !kv.value.empty();
     } else if (k == "etsi-entry-manifest") {
       meta.entry_manifest = kv.value;
