@@ -64,8 +64,15 @@ class Reader {
       if (end == std::string_view::npos)
         end = text.size();
       std::string_view l = text.substr(start, end - start);
-      if (!l.empty() && l.back() == '\r')
+      if (!l.empty() && l.back() == '\r') {
+        if (end == text.size()) {
+          bad_ = true;  // a lone CR at the very end: yaml-cpp keeps it in the scalar
+        }
         l.remove_suffix(1);
+      }
+      if (l.find('\r') != std::string_view::npos) {
+        bad_ = true;  // a CR that ends no line
+      }
       uint32_t ind = 0;
       while (ind < l.size() && l[ind] == ' ')
         ++ind;

@@ -98,6 +98,9 @@ TEST_CASE("fast reader and yaml-cpp agree on hand-written edge cases", "[tosca][
       "oo:\n  pp:\n   ",
       "qq:\n  rr:",
       "ss:\n  tt:\n  # c\n\n",
+      "uu: vv\r\nww: xx\r\n",
+      "yy: zz\r",
+      "a: b\rc: d\n",
       ("tosca_definitions_version: tosca_simple_yaml_1_2\nimports: [a.yaml]\n"
        "topology_template: {node_templates: {x: {type: tosca.nodes.Compute}}}\n"),
   };

@@ -365,7 +365,8 @@ TEST_CASE("TOSCA.meta without Entry-Definitions is refused", "[tosca][meta]") {
 
 TEST_CASE("a CSAR made by zipping the package folder gets a hint", "[tosca][meta]") {
   Files f;
-  for (const auto& [path, content] : good_package()) f["vnf/" + path] = content;
+  for (const auto& [path, content] : good_package())
+    f["vnf/" + path] = content;
   Loaded l = load(f);
   CHECK(l.has("C0013"));
   CHECK(l.text().find("archive the folder's contents, not the folder itself") != std::string::npos);
