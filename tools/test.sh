@@ -51,5 +51,5 @@ if [[ $quick != --quick ]]; then
 fi
 
 echo
-echo "vnflow tests: $passed passed, $failed failed"
+echo "tests: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -34,6 +34,12 @@ grep -q 'instantiate_end' /tmp/vnflow-cli.$$.out || { echo "FAIL: inspect lists 
 check "inspect --json exits 0" 0 "$vnflow" csar inspect --json "$sample"
 $py -c 'import json,sys; d=json.load(open(sys.argv[1])); f=d["flavours"][0]; assert f["vdus"] and f["lcm_operations"], d' /tmp/vnflow-cli.$$.out \
   || { echo "FAIL: inspect --json document"; fail=$((fail+1)); }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+(cd "$sample" && zip -qr "$tmp/private-registry.csar" .)
+check "validate a zipped CSAR exits 0" 0 "$vnflow" csar validate "$tmp/private-registry.csar"
+printf 'not a zip' > "$tmp/garbage.csar"
+check "validate a corrupt archive exits 1" 1 "$vnflow" csar validate "$tmp/garbage.csar"
+grep -q '\[C0002\]' /tmp/vnflow-cli.$$.err || { echo "FAIL: C0002 not reported"; fail=$((fail+1)); }
 check "inspect an unknown flavour exits 2" 2 "$vnflow" csar inspect --flavour nope "$sample"
 rm -f /tmp/vnflow-cli.$$.out /tmp/vnflow-cli.$$.err
 echo "$((n-fail)) passed, $fail failed"
