@@ -250,6 +250,11 @@ class Package {
 
   const Flavour* flavour(std::string_view id) const;
 
+  // Reads a file of the package (at most `max_bytes`). Thread-safe.
+  base::Result<std::string> read_file(std::string_view path, uint64_t max_bytes = 16u << 20) const;
+  // "pkg.csar!Scripts/x.yaml": how diagnostics name a file of this package.
+  std::string display(std::string_view path) const;
+
   struct Impl;
   std::unique_ptr<Impl> impl;  // documents, sources; opaque to callers
 
@@ -268,6 +273,29 @@ std::shared_ptr<const Package> load_package_from_zip_bytes(std::string display_n
                                                            std::string bytes,
                                                            const LoadOptions& options,
                                                            base::Diagnostics& diags);
+
+// The bytes to store for a package: a zip file as it is, or a folder packed into a zip
+// (regular files only, the same limits and path checks as loading).
+base::Result<std::string> package_archive_bytes(const std::string& path, const Limits& limits);
+
+// A YAML file that is not a TOSCA template (e.g. a vnflow workflow), parsed into the same
+// located tree, with the same limits (aliases, depth, size). Keeps its text alive.
+class YamlFile {
+ public:
+  ~YamlFile();
+  YamlFile(const YamlFile&) = delete;
+  YamlFile& operator=(const YamlFile&) = delete;
+  Node root() const;
+  const std::string& display() const;
+
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+  YamlFile();
+};
+
+// nullptr when the text is not usable YAML (the reason is in `diags`).
+std::shared_ptr<const YamlFile> parse_yaml_file(std::string display, std::string_view text,
+                                                const Limits& limits, base::Diagnostics& diags);
 
 // The SOL001 Vnflcm operation names (v2.6.1 and later), in the order of the standard.
 const std::vector<std::string>& vnflcm_operation_names();

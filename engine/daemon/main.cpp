@@ -16,6 +16,7 @@
 
 #include "base/base.h"
 #include "engine/daemon/cli.h"
+#include "engine/daemon/cli_internal.h"
 #include "tosca/tosca.h"
 
 namespace vnflow_cli {
@@ -32,6 +33,10 @@ constexpr const char* kUsage =
     "      check packages (.csar/.zip files or folders); diagnostics on stderr\n"
     "  csar inspect PATH [--flavour ID] [--json]\n"
     "      show the VNF, its flavours, VDUs, CPs, VLs, aspects, levels and Vnflcm operations\n"
+    "  workflow show PATH [--flavour ID] --op OP [--format text|dot|mermaid|seqdiag|json]\n"
+    "      the state machine an LCM operation compiles to (hooks + built-in steps)\n"
+    "  workflow check PATH [--flavour ID]\n"
+    "      compile every LCM operation of a package; located diagnostics on stderr\n"
     "  version\n"
     "\n"
     "options:\n"
@@ -548,6 +553,8 @@ int run(const std::vector<std::string>& argv) {
     std::cout << "vnflow 0.1.0\n";
     return 0;
   }
+  if (argv[1] == "workflow")
+    return cmd_workflow(argv);
   if (argv[1] == "csar" && argv.size() >= 3) {
     Args a;
     std::string err;

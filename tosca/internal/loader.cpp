@@ -18,6 +18,71 @@ const Flavour* Package::flavour(std::string_view id) const {
   return nullptr;
 }
 
+base::Result<std::string> Package::read_file(std::string_view path, uint64_t max_bytes) const {
+  std::lock_guard<std::mutex> lock(impl->source_mu);
+  if (impl->source == nullptr || !impl->source->exists(path)) {
+    return base::Status::NotFound("no file \"" + std::string(path) + "\" in " + display_name);
+  }
+  return impl->source->read(path, max_bytes);
+}
+
+std::string Package::display(std::string_view path) const {
+  if (impl->source == nullptr)
+    return display_name + "!" + std::string(path);
+  return impl->source->display(path);
+}
+
+struct YamlFile::Impl {
+  std::unique_ptr<internal::Document> doc;
+};
+YamlFile::YamlFile() : impl(std::make_unique<Impl>()) {}
+YamlFile::~YamlFile() = default;
+Node YamlFile::root() const {
+  return impl->doc->root();
+}
+const std::string& YamlFile::display() const {
+  return impl->doc->display;
+}
+
+std::shared_ptr<const YamlFile> parse_yaml_file(std::string display, std::string_view text,
+                                                const Limits& limits, base::Diagnostics& diags) {
+  if (text.size() > limits.max_text_bytes) {
+    diags.error(
+        "C0008", {display, 0, 0},
+        "file is larger than the limit of " + std::to_string(limits.max_text_bytes) + " bytes");
+    return nullptr;
+  }
+  internal::YamlLimits yl;
+  yl.max_depth = limits.max_yaml_depth;
+  yl.max_nodes = limits.max_yaml_nodes;
+  auto doc = internal::parse_yaml(text, display, yl, diags);
+  if (doc == nullptr || !doc->root())
+    return nullptr;
+  auto f = std::make_shared<YamlFile>();
+  f->impl->doc = std::move(doc);
+  return f;
+}
+
+base::Result<std::string> package_archive_bytes(const std::string& path, const Limits& limits) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return internal::pack_directory(path, limits);
+  auto size = std::filesystem::file_size(path, ec);
+  if (ec)
+    return base::Status::NotFound("cannot read \"" + path + "\": " + ec.message());
+  if (size > limits.max_total_bytes)
+    return base::Status::InvalidArgument("\"" + path + "\" is larger than the package limit");
+  std::string bytes(size, '\0');
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr)
+    return base::Status::NotFound("cannot open \"" + path + "\"");
+  size_t n = std::fread(bytes.data(), 1, size, f);
+  std::fclose(f);
+  if (n != size)
+    return base::Status::Internal("short read of \"" + path + "\"");
+  return bytes;
+}
+
 const std::vector<std::string>& vnflcm_operation_names() {
   // ETSI GS NFV-SOL 001 v2.6.1 §6.7.1 tosca.interfaces.nfv.Vnflcm.
   static const std::vector<std::string> kOps = {"instantiate",

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 namespace tosca {
 
 struct Package::Impl {
+  std::mutex source_mu;  // FileSource (libzip) is not thread-safe
   std::unique_ptr<internal::FileSource> source;
   std::vector<std::unique_ptr<internal::Document>> docs;
   internal::Types types;

@@ -604,3 +604,67 @@ std::unique_ptr<FileSource> open_memory(std::string display_name,
 }
 
 }  // namespace tosca::internal
+
+namespace tosca::internal {
+
+base::Result<std::string> pack_directory(const std::string& path, const Limits& limits) {
+  base::Diagnostics diags;
+  auto src = open_directory(path, limits, diags);
+  if (src == nullptr || diags.has_errors()) {
+    std::string why = diags.empty() ? "cannot read the folder" : to_string(diags.sorted().front());
+    return base::Status::InvalidArgument(why);
+  }
+  zip_error_t err;
+  zip_error_init(&err);
+  zip_source_t* buf = zip_source_buffer_create(nullptr, 0, 0, &err);
+  if (buf == nullptr) {
+    return base::Status::Internal("zip: cannot create a buffer");
+  }
+  zip_t* za = zip_open_from_source(buf, ZIP_TRUNCATE, &err);
+  if (za == nullptr) {
+    zip_source_free(buf);
+    return base::Status::Internal("zip: cannot open a buffer");
+  }
+  zip_source_keep(buf);
+  // Each file's bytes must outlive zip_close(), which is when libzip reads them.
+  std::vector<std::string> contents;
+  contents.reserve(src->files().size());
+  for (const auto& name : src->files()) {
+    auto data = src->read(name, limits.max_total_bytes);
+    if (!data.ok()) {
+      zip_discard(za);
+      zip_source_free(buf);
+      return data.status();
+    }
+    contents.push_back(std::move(data).value());
+    zip_source_t* fs = zip_source_buffer(za, contents.back().data(), contents.back().size(), 0);
+    if (fs == nullptr || zip_file_add(za, name.c_str(), fs, ZIP_FL_ENC_UTF_8) < 0) {
+      if (fs != nullptr)
+        zip_source_free(fs);
+      zip_discard(za);
+      zip_source_free(buf);
+      return base::Status::Internal("zip: cannot add \"" + name + "\"");
+    }
+  }
+  if (zip_close(za) < 0) {
+    zip_discard(za);
+    zip_source_free(buf);
+    return base::Status::Internal("zip: cannot write the archive");
+  }
+  std::string out;
+  zip_stat_t st;
+  if (zip_source_open(buf) < 0 || zip_source_stat(buf, &st) < 0) {
+    zip_source_free(buf);
+    return base::Status::Internal("zip: cannot read the archive back");
+  }
+  out.resize(st.size);
+  zip_int64_t n = zip_source_read(buf, out.data(), st.size);
+  zip_source_close(buf);
+  zip_source_free(buf);
+  if (n < 0 || static_cast<zip_uint64_t>(n) != st.size) {
+    return base::Status::Internal("zip: short read of the archive");
+  }
+  return out;
+}
+
+}  // namespace tosca::internal

@@ -64,6 +64,9 @@ std::unique_ptr<FileSource> open_zip_bytes(std::string display_name, std::string
 std::unique_ptr<FileSource> open_directory(const std::string& path, const Limits& limits,
                                            base::Diagnostics& diags);
 // An in-memory package (path -> content), for unit tests and fuzzing.
+// Packs a folder package into zip bytes (for storing it).
+base::Result<std::string> pack_directory(const std::string& path, const Limits& limits);
+
 std::unique_ptr<FileSource> open_memory(std::string display_name,
                                         std::map<std::string, std::string> files);
 

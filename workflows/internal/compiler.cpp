@@ -1,0 +1,971 @@
+// The workflow compiler: hook files + built-in steps -> one checked Machine.
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <set>
+
+#include <boost/json.hpp>
+
+#include "workflows/internal/expr.h"
+#include "workflows/internal/yaml_json.h"
+#include "workflows/workflows.h"
+
+namespace workflows {
+
+namespace {
+
+constexpr const char* kCompilerVersion = "vnflow-compiler/1";
+constexpr const char* kWorkflowArtifactType = "vnflow.artifacts.Workflow";
+
+using internal::yaml_to_json;
+using K = Type::Kind;
+
+std::optional<double> parse_duration(std::string_view s) {
+  if (s.empty())
+    return std::nullopt;
+  double mult = 1;
+  std::string_view num = s;
+  if (s.size() > 2 && s.substr(s.size() - 2) == "ms") {
+    mult = 0.001;
+    num = s.substr(0, s.size() - 2);
+  } else if (s.back() == 's' || s.back() == 'm' || s.back() == 'h') {
+    mult = s.back() == 's' ? 1 : s.back() == 'm' ? 60 : 3600;
+    num = s.substr(0, s.size() - 1);
+  }
+  std::string t(num);
+  char* end = nullptr;
+  double v = std::strtod(t.c_str(), &end);
+  if (t.empty() || end == nullptr || *end != '\0' || !std::isfinite(v) || v < 0)
+    return std::nullopt;
+  return v * mult;
+}
+
+base::SourceLocation shifted(tosca::Node n, uint32_t offset) {
+  base::SourceLocation loc = n.location();
+  if (loc.line != 0)
+    loc.column += offset + (n.quoted() ? 1 : 0);
+  return loc;
+}
+
+TypeRef object_type(std::string name, std::vector<Field> fields) {
+  auto t = std::make_shared<Type>();
+  t->kind = K::kObject;
+  t->name = std::move(name);
+  t->fields = std::move(fields);
+  return t;
+}
+
+// The VNFD facts expressions read, as a JSON value and its type.
+void build_vnfd(const tosca::Package& pkg, const tosca::Flavour& fl, json::value& out,
+                TypeRef& type) {
+  json::object v;
+  v["id"] = pkg.vnf.descriptor_id;
+  v["version"] = pkg.vnf.descriptor_version;
+  v["provider"] = pkg.vnf.provider;
+  v["product_name"] = pkg.vnf.product_name;
+  v["software_version"] = pkg.vnf.software_version;
+  v["flavour_id"] = fl.id;
+  v["flavour_description"] = fl.description;
+  std::vector<Field> prop_fields;
+  json::object props;
+  for (const auto& [name, node] : fl.vnf_properties) {
+    props[name] = yaml_to_json(node);
+    prop_fields.push_back({name, any_type(), false});
+  }
+  v["properties"] = std::move(props);
+  TypeRef vdu_t = object_type("vdu", {{"name", make_type(K::kString), true},
+                                      {"min_instances", make_type(K::kInt), true},
+                                      {"max_instances", make_type(K::kInt), true},
+                                      {"sw_image", make_type(K::kString), true}});
+  json::object vdus;
+  std::vector<Field> vdu_fields;
+  for (const auto& d : fl.vdus) {
+    vdus[d.name] = json::object{{"name", d.vdu_name},
+                                {"min_instances", d.min_instances},
+                                {"max_instances", d.max_instances},
+                                {"sw_image", d.sw_image_name}};
+    vdu_fields.push_back({d.name, vdu_t, true});
+  }
+  v["vdus"] = std::move(vdus);
+  json::object cps;
+  for (const auto& c : fl.cps)
+    cps[c.name] = json::object{{"vdu", c.virtual_binding}, {"virtual_link", c.virtual_link}};
+  v["cps"] = std::move(cps);
+  json::object aspects, default_status;
+  for (const auto& a : fl.aspects) {
+    json::object deltas;
+    for (const auto& [vdu, m] : a.vdu_deltas) {
+      json::object dm;
+      for (const auto& [delta, n] : m)
+        dm[delta] = n;
+      deltas[vdu] = std::move(dm);
+    }
+    aspects[a.id] = json::object{
+        {"name", a.name}, {"max_scale_level", a.max_scale_level}, {"deltas", std::move(deltas)}};
+    default_status[a.id] = 0;
+  }
+  v["aspects"] = std::move(aspects);
+  json::object levels;
+  for (const auto& l : fl.levels) {
+    json::object si, vi;
+    for (const auto& [asp, n] : l.scale_info)
+      si[asp] = n;
+    for (const auto& [vdu, n] : l.vdu_instances)
+      vi[vdu] = n;
+    if (l.id == fl.default_level) {
+      for (const auto& [asp, n] : l.scale_info)
+        default_status[asp] = n;
+    }
+    levels[l.id] = json::object{{"scale_info", std::move(si)}, {"vdu_instances", std::move(vi)}};
+  }
+  v["levels"] = std::move(levels);
+  v["default_level"] = fl.default_level;
+  v["default_scale_status"] = std::move(default_status);
+  out = std::move(v);
+
+  TypeRef aspect_t = object_type(
+      "aspect", {{"name", make_type(K::kString), true},
+                 {"max_scale_level", make_type(K::kInt), true},
+                 {"deltas", make_type(K::kMap, make_type(K::kMap, make_type(K::kInt))), true}});
+  TypeRef level_t =
+      object_type("level", {{"scale_info", make_type(K::kMap, make_type(K::kInt)), true},
+                            {"vdu_instances", make_type(K::kMap, make_type(K::kInt)), true}});
+  TypeRef cp_t = object_type(
+      "cp", {{"vdu", make_type(K::kString), true}, {"virtual_link", make_type(K::kString), true}});
+  type =
+      object_type("vnfd", {{"id", make_type(K::kString), true},
+                           {"version", make_type(K::kString), true},
+                           {"provider", make_type(K::kString), true},
+                           {"product_name", make_type(K::kString), true},
+                           {"software_version", make_type(K::kString), true},
+                           {"flavour_id", make_type(K::kString), true},
+                           {"flavour_description", make_type(K::kString), true},
+                           {"properties", object_type("VNF properties", prop_fields), true},
+                           {"vdus", object_type("VDUs", vdu_fields), true},
+                           {"cps", make_type(K::kMap, cp_t), true},
+                           {"aspects", make_type(K::kMap, aspect_t), true},
+                           {"levels", make_type(K::kMap, level_t), true},
+                           {"default_level", make_type(K::kString), true},
+                           {"default_scale_status", make_type(K::kMap, make_type(K::kInt)), true}});
+}
+
+struct Pending {  // what the type-check pass needs of a state
+  tosca::Node node;
+  std::string short_name;
+};
+
+class Compiler {
+ public:
+  Compiler(base::Diagnostics& diags, Machine& m) : diags_(diags), m_(m) {}
+
+  TypeScope base_scope;
+
+  // Adds one file's states; returns the index of its start state, or -1.
+  int add_segment(const std::string& segment, tosca::Node root) {
+    if (!root.is_map()) {
+      diags_.error("W0001", root.location(), "a workflow is a map with \"start\" and \"states\"");
+      return -1;
+    }
+    static const std::vector<std::string> kTop = {"description", "start", "states"};
+    for (size_t i = 0; i < root.size(); ++i)
+      unknown_key(root.key(i), kTop, "workflow");
+    tosca::Node states = root.get("states");
+    if (!states || !states.is_map() || states.size() == 0) {
+      diags_.error("W0003", states ? states.location() : root.location(),
+                   "a workflow needs a non-empty map \"states\"");
+      return -1;
+    }
+    size_t first = m_.states.size();
+    std::map<std::string, int> local;
+    for (size_t i = 0; i < states.size(); ++i) {
+      tosca::Node key = states.key(i);
+      std::string name(key.scalar());
+      bool ok = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+      });
+      if (!ok) {
+        diags_.error("W0002", key.location(),
+                     "state name \"" + name + "\" must be letters, digits, \"_\" or \"-\"");
+      }
+      State s;
+      s.name = segment + "." + name;
+      s.segment = segment;
+      s.where = key.location();
+      local[name] = static_cast<int>(m_.states.size());
+      m_.states.push_back(std::move(s));
+      pending_.push_back({states.value(i), name});
+    }
+    segments_[segment] = local;
+    for (size_t i = first; i < m_.states.size(); ++i)
+      parse_state(i, local);
+    tosca::Node start = root.get("start");
+    if (!start) {
+      diags_.error("W0003", root.location(), "a workflow needs \"start\": the first state");
+      return -1;
+    }
+    return target(start, local);
+  }
+
+  // Links a segment's final succeed states to the start of the next segment.
+  void link(const std::string& segment, int next_start) {
+    for (auto& s : m_.states) {
+      if (s.segment == segment && s.kind == StateKind::kSucceed)
+        s.next = next_start;
+    }
+  }
+
+  void check_graph() {
+    size_t n = m_.states.size();
+    std::vector<std::vector<int>> succ(n), pred(n);
+    for (size_t i = 0; i < n; ++i) {
+      for (int t : edges(m_.states[i])) {
+        succ[i].push_back(t);
+        pred[static_cast<size_t>(t)].push_back(static_cast<int>(i));
+      }
+    }
+    std::vector<bool> reach(n, false);
+    std::deque<int> q;
+    if (m_.start >= 0) {
+      reach[static_cast<size_t>(m_.start)] = true;
+      q.push_back(m_.start);
+    }
+    while (!q.empty()) {
+      int i = q.front();
+      q.pop_front();
+      for (int t : succ[static_cast<size_t>(i)]) {
+        if (!reach[static_cast<size_t>(t)]) {
+          reach[static_cast<size_t>(t)] = true;
+          q.push_back(t);
+        }
+      }
+    }
+    std::vector<bool> term(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      const State& s = m_.states[i];
+      if ((s.kind == StateKind::kSucceed && s.next < 0) || s.kind == StateKind::kFail) {
+        term[i] = true;
+        q.push_back(static_cast<int>(i));
+      }
+    }
+    while (!q.empty()) {
+      int i = q.front();
+      q.pop_front();
+      for (int p : pred[static_cast<size_t>(i)]) {
+        if (!term[static_cast<size_t>(p)]) {
+          term[static_cast<size_t>(p)] = true;
+          q.push_back(p);
+        }
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const State& s = m_.states[i];
+      if (!reach[i])
+        diags_.error("W0030", s.where, "state \"" + short_name(i) + "\" is unreachable");
+      else if (!term[i])
+        diags_.error("W0031", s.where,
+                     "state \"" + short_name(i) + "\" has no path to a succeed or fail state");
+    }
+    reach_ = std::move(reach);
+    succ_ = std::move(succ);
+    pred_ = std::move(pred);
+  }
+
+  // Dominators, then every template and expression against its scope.
+  void check_types() {
+    size_t n = m_.states.size();
+    std::vector<std::vector<bool>> dom(n, std::vector<bool>(n, true));
+    if (m_.start >= 0) {
+      dom[static_cast<size_t>(m_.start)].assign(n, false);
+      dom[static_cast<size_t>(m_.start)][static_cast<size_t>(m_.start)] = true;
+    }
+    bool changed = true;
+    for (int round = 0; changed && round < 1000; ++round) {
+      changed = false;
+      for (size_t i = 0; i < n; ++i) {
+        if (static_cast<int>(i) == m_.start || !reach_[i])
+          continue;
+        std::vector<bool> d(n, true);
+        bool any = false;
+        for (int p : pred_[i]) {
+          if (!reach_[static_cast<size_t>(p)])
+            continue;
+          any = true;
+          for (size_t k = 0; k < n; ++k)
+            d[k] = d[k] && dom[static_cast<size_t>(p)][k];
+        }
+        if (!any)
+          d.assign(n, false);
+        d[i] = true;
+        if (d != dom[i]) {
+          dom[i] = std::move(d);
+          changed = true;
+        }
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      State& s = m_.states[i];
+      TypeScope scope = base_scope;
+      for (size_t k = 0; k < n; ++k) {
+        const State& o = m_.states[k];
+        if (k == i || o.segment != s.segment || o.kind != StateKind::kAction)
+          continue;
+        const ActionSpec* spec = ActionCatalog::builtin().find(o.action);
+        TypeRef out = spec ? spec->output_type : any_type();
+        if (!o.for_each.empty())
+          out = make_type(K::kList, out);
+        if (reach_[i] && dom[i][k])
+          scope.states[short_name(k)] = out;
+        else
+          scope.later_states.push_back(short_name(k));
+      }
+      check_state(i, s, scope);
+    }
+  }
+
+ private:
+  std::string short_name(size_t i) const { return pending_[i].short_name; }
+
+  static std::vector<int> edges(const State& s) {
+    std::vector<int> out;
+    if (s.next >= 0)
+      out.push_back(s.next);
+    if (s.on_failure >= 0)
+      out.push_back(s.on_failure);
+    for (const auto& c : s.choices) {
+      if (c.next >= 0)
+        out.push_back(c.next);
+    }
+    return out;
+  }
+
+  void unknown_key(tosca::Node key, const std::vector<std::string>& allowed, const char* what) {
+    std::string k(key.scalar());
+    if (std::find(allowed.begin(), allowed.end(), k) != allowed.end())
+      return;
+    std::string msg = "unknown key \"" + k + "\" in a " + what;
+    std::string hint = base::closest_match(k, allowed);
+    if (!hint.empty())
+      msg += "; did you mean \"" + hint + "\"?";
+    diags_.error("W0002", key.location(), msg);
+  }
+
+  int target(tosca::Node n, const std::map<std::string, int>& local) {
+    std::string name(n.scalar());
+    auto it = local.find(name);
+    if (n.is_scalar() && it != local.end())
+      return it->second;
+    std::vector<std::string> names;
+    for (const auto& kv : local)
+      names.push_back(kv.first);
+    std::string msg = "no state \"" + name + "\" in this workflow";
+    std::string hint = base::closest_match(name, names);
+    if (!hint.empty())
+      msg += "; did you mean \"" + hint + "\"?";
+    diags_.error("W0004", n.location(), msg);
+    return -1;
+  }
+
+  std::optional<double> duration(tosca::Node n, const char* what) {
+    std::optional<double> d;
+    if (n.is_scalar())
+      d = parse_duration(n.scalar());
+    if (!d)
+      diags_.error("W0041", n.location(),
+                   std::string(what) + " must be a duration such as 30s, 5m, 1h, 500ms or a " +
+                       "number of seconds, not \"" + tosca::to_yaml_flow(n) + "\"");
+    return d;
+  }
+
+  void parse_state(size_t i, const std::map<std::string, int>& local) {
+    State& s = m_.states[i];
+    tosca::Node n = pending_[i].node;
+    if (!n.is_map()) {
+      diags_.error("W0001", n.location(),
+                   "a state is a map (action, choice, wait, succeed or fail)");
+      return;
+    }
+    static const std::vector<std::string> kKinds = {"action", "choice", "wait", "succeed", "fail"};
+    std::vector<std::string> kinds;
+    for (const auto& k : kKinds) {
+      if (n.get(k))
+        kinds.push_back(k);
+    }
+    if (kinds.size() != 1) {
+      diags_.error("W0032", s.where,
+                   kinds.empty() ? "state \"" + pending_[i].short_name +
+                                       "\" needs one of action, choice, wait, succeed, fail"
+                                 : "state \"" + pending_[i].short_name + "\" has both \"" +
+                                       kinds[0] + "\" and \"" + kinds[1] + "\"");
+      return;
+    }
+    const std::string& kind = kinds[0];
+    std::vector<std::string> allowed = {"description", kind};
+    if (kind == "action")
+      allowed.insert(allowed.end(), {"with", "timeout", "retry", "for_each", "as", "parallelism",
+                                     "next", "on_failure", "compensate"});
+    else if (kind == "choice")
+      allowed.push_back("default");
+    else if (kind == "wait")
+      allowed.push_back("next");
+    for (size_t k = 0; k < n.size(); ++k)
+      unknown_key(n.key(k), allowed, (kind + " state").c_str());
+    s.description = std::string(n.get("description").scalar());
+    if (kind == "action") {
+      s.kind = StateKind::kAction;
+      s.action = std::string(n.get("action").scalar());
+      const ActionSpec* spec = ActionCatalog::builtin().find(s.action);
+      if (spec == nullptr) {
+        std::string msg = "unknown action \"" + s.action + "\"";
+        std::string hint = base::closest_match(s.action, ActionCatalog::builtin().names());
+        if (!hint.empty())
+          msg += "; did you mean \"" + hint + "\"?";
+        diags_.error("W0010", n.get("action").location(), msg);
+      }
+      if (tosca::Node t = n.get("timeout")) {
+        if (auto d = duration(t, "timeout"))
+          s.timeout_s = *d;
+      } else if (spec != nullptr && spec->side_effects) {
+        diags_.error("W0014", s.where,
+                     "state \"" + pending_[i].short_name + "\" runs \"" + s.action +
+                         "\", which has side effects, and needs a \"timeout\"");
+      } else {
+        s.timeout_s = 60;
+      }
+      if (tosca::Node r = n.get("retry"))
+        parse_retry(r, s.retry);
+      if (tosca::Node fe = n.get("for_each")) {
+        s.for_each = std::string(fe.scalar());
+        if (tosca::Node as = n.get("as"))
+          s.as = std::string(as.scalar());
+        if (tosca::Node p = n.get("parallelism")) {
+          json::value pv = yaml_to_json(p);
+          if (!pv.is_int64() || pv.get_int64() < 0)
+            diags_.error("W0013", p.location(), "parallelism must be an integer >= 0");
+          else
+            s.parallelism = static_cast<int>(pv.get_int64());
+        }
+      } else if (n.get("as") || n.get("parallelism")) {
+        diags_.error("W0002", (n.get("as") ? n.get("as") : n.get("parallelism")).location(),
+                     "\"as\" and \"parallelism\" only apply with \"for_each\"");
+      }
+      if (tosca::Node c = n.get("compensate")) {
+        if (!c.is_map() || !c.get("action")) {
+          diags_.error("W0001", c.location(),
+                       "\"compensate\" is a map with \"action\" and \"with\"");
+        } else {
+          static const std::vector<std::string> kComp = {"action", "with", "timeout"};
+          for (size_t k = 0; k < c.size(); ++k)
+            unknown_key(c.key(k), kComp, "compensation");
+          Compensation comp;
+          comp.action = std::string(c.get("action").scalar());
+          const ActionSpec* cspec = ActionCatalog::builtin().find(comp.action);
+          if (cspec == nullptr)
+            diags_.error("W0010", c.get("action").location(),
+                         "unknown action \"" + comp.action + "\"");
+          if (tosca::Node t = c.get("timeout")) {
+            if (auto d = duration(t, "timeout"))
+              comp.timeout_s = *d;
+          } else if (cspec != nullptr && cspec->side_effects) {
+            diags_.error("W0014", c.location(),
+                         "the compensation runs \"" + comp.action +
+                             "\", which has side effects, and needs a \"timeout\"");
+          } else {
+            comp.timeout_s = 60;
+          }
+          s.compensate = std::move(comp);
+        }
+      }
+      if (tosca::Node nx = n.get("next"))
+        s.next = target(nx, local);
+      else
+        diags_.error("W0003", s.where, "state \"" + pending_[i].short_name + "\" needs \"next\"");
+      if (tosca::Node f = n.get("on_failure"))
+        s.on_failure = target(f, local);
+    } else if (kind == "choice") {
+      s.kind = StateKind::kChoice;
+      tosca::Node list = n.get("choice");
+      if (!list.is_seq() || list.size() == 0) {
+        diags_.error("W0001", list.location(), "\"choice\" is a list of {when, next}");
+      } else {
+        for (size_t k = 0; k < list.size(); ++k) {
+          tosca::Node c = list.item(k);
+          if (!c.is_map() || !c.get("when") || !c.get("next")) {
+            diags_.error("W0001", c.location(), "a choice is a map with \"when\" and \"next\"");
+            continue;
+          }
+          static const std::vector<std::string> kChoice = {"when", "next"};
+          for (size_t j = 0; j < c.size(); ++j)
+            unknown_key(c.key(j), kChoice, "choice");
+          Choice ch;
+          ch.condition = std::string(c.get("when").scalar());
+          ch.next = target(c.get("next"), local);
+          s.choices.push_back(std::move(ch));
+        }
+      }
+      if (tosca::Node d = n.get("default"))
+        s.next = target(d, local);
+      else
+        diags_.error("W0003", s.where,
+                     "choice state \"" + pending_[i].short_name + "\" needs \"default\"");
+    } else if (kind == "wait") {
+      s.kind = StateKind::kWait;
+      if (tosca::Node nx = n.get("next"))
+        s.next = target(nx, local);
+      else
+        diags_.error("W0003", s.where, "state \"" + pending_[i].short_name + "\" needs \"next\"");
+    } else if (kind == "succeed") {
+      s.kind = StateKind::kSucceed;
+    } else {
+      s.kind = StateKind::kFail;
+    }
+  }
+
+  void parse_retry(tosca::Node r, RetryPolicy& p) {
+    if (!r.is_map()) {
+      diags_.error("W0042", r.location(),
+                   "\"retry\" is a map: attempts, backoff, factor, max_delay, on");
+      return;
+    }
+    static const std::vector<std::string> kRetry = {"attempts", "backoff", "factor", "max_delay",
+                                                    "on"};
+    for (size_t k = 0; k < r.size(); ++k)
+      unknown_key(r.key(k), kRetry, "retry policy");
+    if (tosca::Node a = r.get("attempts")) {
+      json::value v = yaml_to_json(a);
+      if (!v.is_int64() || v.get_int64() < 1 || v.get_int64() > 1000)
+        diags_.error("W0042", a.location(), "attempts must be an integer from 1 to 1000");
+      else
+        p.attempts = static_cast<int>(v.get_int64());
+    }
+    if (tosca::Node b = r.get("backoff")) {
+      if (auto d = duration(b, "backoff"))
+        p.backoff_s = *d;
+    }
+    if (tosca::Node m = r.get("max_delay")) {
+      if (auto d = duration(m, "max_delay"))
+        p.max_delay_s = *d;
+    }
+    if (tosca::Node f = r.get("factor")) {
+      json::value v = yaml_to_json(f);
+      if (!v.is_number() || v.to_number<double>() < 1)
+        diags_.error("W0042", f.location(), "factor must be a number >= 1");
+      else
+        p.factor = v.to_number<double>();
+    }
+    if (tosca::Node on = r.get("on")) {
+      p.on.clear();
+      for (size_t k = 0; on.is_seq() && k < on.size(); ++k) {
+        std::string c(on.item(k).scalar());
+        const auto& cls = error_classes();
+        if (c == "invalid") {
+          diags_.error("W0042", on.item(k).location(),
+                       "errors of class \"invalid\" are never retried: the inputs are wrong");
+        } else if (std::find(cls.begin(), cls.end(), c) == cls.end()) {
+          std::string msg = "unknown error class \"" + c + "\" (transient, timeout, failed)";
+          std::string hint = base::closest_match(c, cls);
+          if (!hint.empty())
+            msg += "; did you mean \"" + hint + "\"?";
+          diags_.error("W0042", on.item(k).location(), msg);
+        } else {
+          p.on.push_back(c);
+        }
+      }
+      if (!on.is_seq())
+        diags_.error("W0042", on.location(), "\"on\" is a list of error classes");
+    }
+  }
+
+  // Checks one value of a template against the type it must have; returns its type.
+  TypeRef check_template(tosca::Node n, const TypeRef& want, const TypeScope& scope,
+                         const std::string& what) {
+    TypeRef got;
+    if (n.is_scalar() && n.scalar().find("${") != std::string_view::npos) {
+      std::vector<StringPart> parts;
+      std::string err;
+      uint32_t off = 0;
+      if (!split_template_string(n.scalar(), parts, &err, &off)) {
+        diags_.error("W0020", shifted(n, off), err);
+        return any_type();
+      }
+      bool whole = parts.size() == 1 && parts[0].is_expr;
+      for (const auto& p : parts) {
+        if (!p.is_expr)
+          continue;
+        auto e = Expr::parse(p.text, &err, &off);
+        if (!e) {
+          diags_.error("W0020", shifted(n, p.offset + off), "expression: " + err);
+          return any_type();
+        }
+        std::vector<TypeError> errors;
+        TypeRef t = check_expr(*e, scope, errors);
+        for (const auto& te : errors)
+          diags_.error(te.code, shifted(n, p.offset + te.offset), te.message);
+        if (whole)
+          got = t;
+      }
+      if (!whole)
+        got = make_type(K::kString);
+    } else if (n.is_map()) {
+      if (want->kind == K::kObject) {
+        std::vector<std::string> names;
+        for (const auto& f : want->fields)
+          names.push_back(f.name);
+        for (size_t i = 0; i < n.size(); ++i) {
+          std::string k(n.key(i).scalar());
+          const Field* f = want->field(k);
+          if (f == nullptr) {
+            std::string msg =
+                "unknown field \"" + k + "\" in " + what + " (" + to_string(*want) + ")";
+            std::string hint = base::closest_match(k, names);
+            if (!hint.empty())
+              msg += "; did you mean \"" + hint + "\"?";
+            diags_.error("W0011", n.key(i).location(), msg);
+            continue;
+          }
+          check_template(n.value(i), f->type, scope, what + "." + k);
+        }
+        for (const auto& f : want->fields) {
+          if (f.required && !n.get(f.name))
+            diags_.error("W0012", n.location(), what + " needs field \"" + f.name + "\"");
+        }
+        return want;
+      }
+      TypeRef elem = want->kind == K::kMap ? want->elem : any_type();
+      for (size_t i = 0; i < n.size(); ++i)
+        check_template(n.value(i), elem, scope, what + "." + std::string(n.key(i).scalar()));
+      got = make_type(K::kMap, elem);
+      if (want->kind == K::kAny || want->kind == K::kMap)
+        return got;
+    } else if (n.is_seq()) {
+      TypeRef elem = want->kind == K::kList ? want->elem : any_type();
+      for (size_t i = 0; i < n.size(); ++i)
+        check_template(n.item(i), elem, scope, what + "[" + std::to_string(i) + "]");
+      got = make_type(K::kList, elem);
+      if (want->kind == K::kAny || want->kind == K::kList)
+        return got;
+    } else {
+      got = type_of_literal(yaml_to_json(n));
+    }
+    if (!assignable(*got, *want))
+      diags_.error("W0013", n.location(),
+                   what + " expects " + to_string(*want) + ", not " + to_string(*got));
+    return got;
+  }
+
+  // Checks `with:` against an action's inputs.
+  void check_inputs(tosca::Node with, const ActionSpec& spec, const TypeScope& scope,
+                    const base::SourceLocation& where, const std::string& who) {
+    if (with && !with.is_map()) {
+      diags_.error("W0013", with.location(), "\"with\" is a map of the action's inputs");
+      return;
+    }
+    std::vector<std::string> names;
+    for (const auto& f : spec.inputs)
+      names.push_back(f.name);
+    for (size_t i = 0; with && i < with.size(); ++i) {
+      std::string k(with.key(i).scalar());
+      const Field* f = nullptr;
+      for (const auto& in : spec.inputs) {
+        if (in.name == k)
+          f = &in;
+      }
+      if (f == nullptr) {
+        std::string msg = "action \"" + spec.name + "\" has no input \"" + k + "\"";
+        std::string hint = base::closest_match(k, names);
+        if (!hint.empty())
+          msg += "; did you mean \"" + hint + "\"?";
+        diags_.error("W0011", with.key(i).location(), msg);
+        continue;
+      }
+      check_template(with.value(i), f->type, scope, "input \"" + k + "\"");
+    }
+    for (const auto& f : spec.inputs) {
+      if (f.required && !(with && with.get(f.name)))
+        diags_.error("W0012", with ? with.location() : where,
+                     who + ": action \"" + spec.name + "\" needs input \"" + f.name + "\"");
+    }
+    for (const auto& group : spec.one_of) {
+      int given = 0;
+      for (const auto& g : group)
+        given += (with && with.get(g)) ? 1 : 0;
+      if (given != 1) {
+        std::string list;
+        for (const auto& g : group)
+          list += (list.empty() ? "" : ", ") + g;
+        diags_.error("W0012", with ? with.location() : where,
+                     who + ": action \"" + spec.name + "\" needs exactly one of " + list);
+      }
+    }
+  }
+
+  base::Result<Template> make_template(tosca::Node n) {
+    return Template::parse(n ? yaml_to_json(n) : json::value());
+  }
+
+  void check_state(size_t i, State& s, TypeScope& scope) {
+    tosca::Node n = pending_[i].node;
+    if (!n.is_map())
+      return;
+    const std::string who = "state \"" + pending_[i].short_name + "\"";
+    if (s.kind == StateKind::kAction) {
+      const ActionSpec* spec = ActionCatalog::builtin().find(s.action);
+      if (tosca::Node fe = n.get("for_each")) {
+        TypeRef lt = check_template(fe, any_type(), scope, "for_each");
+        bool whole = fe.is_scalar() && fe.scalar().size() > 3 && fe.scalar().substr(0, 2) == "${" &&
+                     fe.scalar().back() == '}';
+        if (!whole) {
+          diags_.error("W0022", fe.location(),
+                       "for_each needs one expression, ${...}, giving a list");
+        } else if (lt->kind != K::kList && lt->kind != K::kAny) {
+          diags_.error("W0022", fe.location(),
+                       "for_each runs over a list; this is " + to_string(*lt));
+        } else {
+          std::string err;
+          uint32_t off = 0;
+          s.for_each = std::string(fe.scalar().substr(2, fe.scalar().size() - 3));
+          s.for_each_expr = Expr::parse(s.for_each, &err, &off);
+        }
+        scope.item_name = s.as;
+        scope.item = lt->kind == K::kList ? lt->elem : any_type();
+        if (scope.states.count(s.as) || s.as == "request" || s.as == "instance" || s.as == "vnfd" ||
+            s.as == "op" || s.as == "states" || s.as == "self")
+          diags_.error("W0002", n.get("as") ? n.get("as").location() : fe.location(),
+                       "\"as: " + s.as + "\" hides a name expressions use; pick another");
+      }
+      if (spec != nullptr)
+        check_inputs(n.get("with"), *spec, scope, s.where, who);
+      auto t = make_template(n.get("with"));
+      if (t.ok())
+        s.with = std::move(t).value();
+      if (s.compensate) {
+        tosca::Node c = n.get("compensate");
+        const ActionSpec* cspec = ActionCatalog::builtin().find(s.compensate->action);
+        TypeScope cs = scope;
+        cs.self = spec ? spec->output_type : any_type();
+        if (cspec != nullptr)
+          check_inputs(c.get("with"), *cspec, cs, c.location(), who + " compensation");
+        auto ct = make_template(c.get("with"));
+        if (ct.ok())
+          s.compensate->with = std::move(ct).value();
+      }
+    } else if (s.kind == StateKind::kChoice) {
+      tosca::Node list = n.get("choice");
+      size_t ci = 0;
+      for (size_t k = 0; list.is_seq() && k < list.size(); ++k) {
+        tosca::Node w = list.item(k).get("when");
+        if (!w)
+          continue;
+        TypeRef t = check_template(w, make_type(K::kBool), scope, "when");
+        (void)t;
+        std::string_view src = w.scalar();
+        if (ci < s.choices.size()) {
+          if (src.size() > 3 && src.substr(0, 2) == "${" && src.back() == '}') {
+            std::string err;
+            uint32_t off = 0;
+            s.choices[ci].condition = std::string(src.substr(2, src.size() - 3));
+            s.choices[ci].expr = Expr::parse(s.choices[ci].condition, &err, &off);
+          } else {
+            diags_.error("W0013", w.location(),
+                         "\"when\" needs one expression, ${...}, giving a boolean");
+          }
+          ++ci;
+        }
+      }
+    } else if (s.kind == StateKind::kWait) {
+      tosca::Node w = n.get("wait");
+      if (w.is_scalar() && w.scalar().find("${") == std::string_view::npos) {
+        if (auto d = duration(w, "wait"))
+          s.wait_seconds = Template::parse(json::value(*d)).value();
+      } else {
+        TypeRef t = check_template(w, any_type(), scope, "wait");
+        if (t->kind != K::kInt && t->kind != K::kNumber && t->kind != K::kAny)
+          diags_.error("W0013", w.location(),
+                       "wait needs a number of seconds, not " + to_string(*t));
+        auto tt = make_template(w);
+        if (tt.ok())
+          s.wait_seconds = std::move(tt).value();
+      }
+    } else if (s.kind == StateKind::kFail) {
+      tosca::Node f = n.get("fail");
+      check_template(f, make_type(K::kString), scope, "fail message");
+      auto t = make_template(f);
+      if (t.ok())
+        s.message = std::move(t).value();
+    } else if (s.kind == StateKind::kSucceed) {
+      json::value v = yaml_to_json(n.get("succeed"));
+      if (!(v.is_bool() && v.get_bool()))
+        diags_.error("W0013", n.get("succeed").location(), "write \"succeed: true\"");
+    }
+  }
+
+  base::Diagnostics& diags_;
+  Machine& m_;
+  std::vector<Pending> pending_;
+  std::map<std::string, std::map<std::string, int>> segments_;
+  std::vector<bool> reach_;
+  std::vector<std::vector<int>> succ_, pred_;
+};
+
+TypeScope make_base_scope(std::string_view operation, TypeRef vnfd) {
+  TypeScope s;
+  s.request = request_type(operation);
+  s.instance = ActionCatalog::builtin().type("instance");
+  s.op = ActionCatalog::builtin().type("op");
+  s.vnfd = std::move(vnfd);
+  return s;
+}
+
+void finish(Machine& m) {
+  m.compiler_version = kCompilerVersion;
+  m.digest = base::digest_hex(base::DigestAlgorithm::kSha256, json::serialize(m.to_json()));
+}
+
+}  // namespace
+
+int Machine::find(std::string_view name) const {
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (states[i].name == name)
+      return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::shared_ptr<const Machine> compile(const tosca::Package& pkg, const CompileOptions& options,
+                                       base::Diagnostics& diags) {
+  base::SourceLocation pkg_loc{pkg.display_name, 0, 0};
+  const OperationInfo* op = find_operation(options.operation);
+  if (op == nullptr) {
+    std::vector<std::string> names;
+    for (const auto& o : operations())
+      names.push_back(o.name);
+    std::string msg = "unknown LCM operation \"" + options.operation + "\"";
+    std::string hint = base::closest_match(options.operation, names);
+    if (!hint.empty())
+      msg += "; did you mean \"" + hint + "\"?";
+    diags.error("W0050", pkg_loc, msg);
+    return nullptr;
+  }
+  const tosca::Flavour* fl = nullptr;
+  if (options.flavour.empty() && pkg.flavours.size() == 1) {
+    fl = &pkg.flavours[0];
+  } else {
+    fl = pkg.flavour(options.flavour);
+  }
+  if (fl == nullptr) {
+    std::vector<std::string> ids;
+    std::string list;
+    for (const auto& f : pkg.flavours) {
+      ids.push_back(f.id);
+      list += (list.empty() ? "" : ", ") + f.id;
+    }
+    std::string msg = options.flavour.empty()
+                          ? "the package has " + std::to_string(pkg.flavours.size()) +
+                                " flavours; choose one (" + list + ")"
+                          : "no flavour \"" + options.flavour + "\" (flavours: " + list + ")";
+    diags.error("W0050", pkg_loc, msg);
+    return nullptr;
+  }
+  auto m = std::make_shared<Machine>();
+  m->operation = op->name;
+  m->flavour = fl->id;
+  m->package_digest = pkg.digest;
+  TypeRef vnfd_type;
+  build_vnfd(pkg, *fl, m->vnfd, vnfd_type);
+
+  Compiler c(diags, *m);
+  c.base_scope = make_base_scope(op->name, vnfd_type);
+  // Keep every parsed file alive until the machine is built: Nodes point into them.
+  std::vector<std::shared_ptr<const tosca::YamlFile>> files;
+  std::vector<std::pair<std::string, int>> starts;  // segment, start index
+  size_t errors_before = diags.error_count();
+
+  auto add_hook = [&](const std::string& hook) {
+    const tosca::LcmOperation* lop = nullptr;
+    for (const auto& o : fl->lcm_operations) {
+      if (o.name == hook)
+        lop = &o;
+    }
+    if (lop == nullptr || !lop->implementation)
+      return;
+    const auto& impl = *lop->implementation;
+    if (!impl.primary_artifact || impl.primary_artifact->type != kWorkflowArtifactType) {
+      std::string what = impl.primary_artifact ? "artifact \"" + impl.primary + "\" of type \"" +
+                                                     impl.primary_artifact->type + "\""
+                                               : "\"" + impl.primary + "\"";
+      diags.add({base::Severity::kError,
+                 "W0040",
+                 lop->where,
+                 hook + " is implemented by " + what + ", which vnflow cannot run",
+                 {"vnflow runs hooks written as workflows: an artifact of type " +
+                  std::string(kWorkflowArtifactType) + " (import vnflow_types.yaml)"}});
+      return;
+    }
+    const auto& art = *impl.primary_artifact;
+    if (!art.present) {
+      diags.error("W0040", art.where, "workflow file \"" + art.file + "\" is not in the package");
+      return;
+    }
+    auto text = pkg.read_file(art.path);
+    if (!text.ok()) {
+      diags.error("W0040", art.where, text.status().message());
+      return;
+    }
+    auto file = tosca::parse_yaml_file(pkg.display(art.path), text.value(), tosca::Limits{}, diags);
+    if (file == nullptr)
+      return;
+    files.push_back(file);
+    int start = c.add_segment(hook, file->root());
+    starts.emplace_back(hook, start);
+  };
+
+  add_hook(op->hook + "_start");
+  {
+    std::string_view src = builtin_source(op->name);
+    auto file = tosca::parse_yaml_file("workflows/builtin/" + op->name + ".yaml", src,
+                                       tosca::Limits{}, diags);
+    BASE_CHECK(file != nullptr);
+    files.push_back(file);
+    starts.emplace_back(op->name, c.add_segment(op->name, file->root()));
+  }
+  add_hook(op->hook + "_end");
+  for (const auto& st : starts) {
+    if (st.second < 0)
+      return nullptr;
+  }
+  for (size_t i = 0; i + 1 < starts.size(); ++i)
+    c.link(starts[i].first, starts[i + 1].second);
+  m->start = starts.front().second;
+  c.check_graph();
+  c.check_types();
+  if (diags.error_count() > errors_before)
+    return nullptr;
+  finish(*m);
+  return m;
+}
+
+std::shared_ptr<const Machine> compile_file(std::string display, std::string_view text,
+                                            std::string_view operation, std::string_view segment,
+                                            base::Diagnostics& diags) {
+  auto m = std::make_shared<Machine>();
+  m->operation = std::string(operation);
+  m->vnfd = json::object();
+  size_t errors_before = diags.error_count();
+  auto file = tosca::parse_yaml_file(std::move(display), text, tosca::Limits{}, diags);
+  if (file == nullptr)
+    return nullptr;
+  Compiler c(diags, *m);
+  c.base_scope = make_base_scope(operation, any_type());
+  if (c.base_scope.request == nullptr)
+    c.base_scope.request = any_type();
+  m->start = c.add_segment(std::string(segment), file->root());
+  if (m->start < 0)
+    return nullptr;
+  c.check_graph();
+  c.check_types();
+  if (diags.error_count() > errors_before)
+    return nullptr;
+  finish(*m);
+  return m;
+}
+
+}  // namespace workflows

@@ -1,0 +1,1258 @@
+#include "workflows/internal/expr.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include <boost/json.hpp>
+
+namespace workflows {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Lexer
+
+enum class Tok { kEnd, kNumber, kString, kIdent, kPunct, kError };
+
+struct Token {
+  Tok kind = Tok::kEnd;
+  std::string text;  // identifier, punctuation, decoded string
+  json::value number;
+  uint32_t offset = 0;
+};
+
+class Lexer {
+ public:
+  explicit Lexer(std::string_view s) : s_(s) {}
+
+  Token next() {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n'))
+      ++pos_;
+    Token t;
+    t.offset = static_cast<uint32_t>(pos_);
+    if (pos_ >= s_.size())
+      return t;
+    char c = s_[pos_];
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      size_t b = pos_;
+      bool is_float = false;
+      while (pos_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[pos_])) ||
+                                  s_[pos_] == '.' || s_[pos_] == 'e' || s_[pos_] == 'E')) {
+        if (s_[pos_] == '.' || s_[pos_] == 'e' || s_[pos_] == 'E')
+          is_float = true;
+        ++pos_;
+      }
+      std::string num(s_.substr(b, pos_ - b));
+      t.kind = Tok::kNumber;
+      char* end = nullptr;
+      if (is_float) {
+        t.number = std::strtod(num.c_str(), &end);
+      } else {
+        errno = 0;
+        long long v = std::strtoll(num.c_str(), &end, 10);
+        if (errno != 0) {
+          t.kind = Tok::kError;
+          t.text = "number out of range";
+          return t;
+        }
+        t.number = static_cast<int64_t>(v);
+      }
+      if (end == nullptr || *end != '\0') {
+        t.kind = Tok::kError;
+        t.text = "malformed number \"" + num + "\"";
+      }
+      return t;
+    }
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      size_t b = pos_;
+      while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) ||
+                                  s_[pos_] == '_' || s_[pos_] == '-'))
+        ++pos_;
+      // A trailing '-' belongs to a following minus ("a-1" is not allowed; write "a - 1").
+      t.kind = Tok::kIdent;
+      t.text = std::string(s_.substr(b, pos_ - b));
+      return t;
+    }
+    if (c == '\'' || c == '"') {
+      char q = c;
+      ++pos_;
+      std::string out;
+      while (pos_ < s_.size() && s_[pos_] != q) {
+        if (s_[pos_] == '\\' && pos_ + 1 < s_.size()) {
+          char e = s_[pos_ + 1];
+          out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+          pos_ += 2;
+          continue;
+        }
+        out += s_[pos_++];
+      }
+      if (pos_ >= s_.size()) {
+        t.kind = Tok::kError;
+        t.text = "unterminated string";
+        return t;
+      }
+      ++pos_;
+      t.kind = Tok::kString;
+      t.text = std::move(out);
+      return t;
+    }
+    static const char* kTwo[] = {"==", "!=", "<=", ">=", "&&", "||"};
+    for (const char* two : kTwo) {
+      if (s_.substr(pos_, 2) == two) {
+        pos_ += 2;
+        t.kind = Tok::kPunct;
+        t.text = two;
+        return t;
+      }
+    }
+    if (std::string_view("+-*/%<>!()[]{}.,").find(c) != std::string_view::npos) {
+      ++pos_;
+      t.kind = Tok::kPunct;
+      t.text = std::string(1, c);
+      return t;
+    }
+    t.kind = Tok::kError;
+    t.text = std::string("unexpected character '") + c + "'";
+    return t;
+  }
+
+ private:
+  std::string_view s_;
+  size_t pos_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------
+// Parser (precedence climbing)
+
+using ExprPtr = std::shared_ptr<const Expr>;
+
+class Parser {
+ public:
+  explicit Parser(std::string_view s) : lex_(s) { advance(); }
+
+  ExprPtr parse_all() {
+    ExprPtr e = parse_or();
+    if (e && tok_.kind != Tok::kEnd)
+      fail("unexpected \"" + describe(tok_) + "\"");
+    return error_.empty() ? e : nullptr;
+  }
+  std::string error_;
+  uint32_t error_offset_ = 0;
+
+ private:
+  static std::string describe(const Token& t) {
+    return t.kind == Tok::kEnd ? "end of expression" : t.kind == Tok::kNumber ? "number" : t.text;
+  }
+  void advance() {
+    tok_ = lex_.next();
+    if (tok_.kind == Tok::kError)
+      fail(tok_.text);
+  }
+  ExprPtr fail(std::string m) {
+    if (error_.empty()) {
+      error_ = std::move(m);
+      error_offset_ = tok_.offset;
+    }
+    return nullptr;
+  }
+  bool is(const char* p) const { return tok_.kind == Tok::kPunct && tok_.text == p; }
+  bool expect(const char* p) {
+    if (!is(p)) {
+      fail(std::string("expected \"") + p + "\", found \"" + describe(tok_) + "\"");
+      return false;
+    }
+    advance();
+    return true;
+  }
+  static ExprPtr binary(std::string op, ExprPtr a, ExprPtr b, uint32_t off) {
+    auto e = std::make_shared<Expr>();
+    e->op = Expr::Op::kBinary;
+    e->name = std::move(op);
+    e->kids = {std::move(a), std::move(b)};
+    e->offset = off;
+    return e;
+  }
+  ExprPtr parse_or() {
+    ExprPtr a = parse_and();
+    while (a && is("||")) {
+      uint32_t off = tok_.offset;
+      advance();
+      ExprPtr b = parse_and();
+      if (!b)
+        return nullptr;
+      a = binary("||", a, b, off);
+    }
+    return a;
+  }
+  ExprPtr parse_and() {
+    ExprPtr a = parse_cmp();
+    while (a && is("&&")) {
+      uint32_t off = tok_.offset;
+      advance();
+      ExprPtr b = parse_cmp();
+      if (!b)
+        return nullptr;
+      a = binary("&&", a, b, off);
+    }
+    return a;
+  }
+  ExprPtr parse_cmp() {
+    ExprPtr a = parse_add();
+    if (a && tok_.kind == Tok::kPunct &&
+        (tok_.text == "==" || tok_.text == "!=" || tok_.text == "<" || tok_.text == "<=" ||
+         tok_.text == ">" || tok_.text == ">=")) {
+      std::string op = tok_.text;
+      uint32_t off = tok_.offset;
+      advance();
+      ExprPtr b = parse_add();
+      if (!b)
+        return nullptr;
+      return binary(op, a, b, off);
+    }
+    return a;
+  }
+  ExprPtr parse_add() {
+    ExprPtr a = parse_mul();
+    while (a && (is("+") || is("-"))) {
+      std::string op = tok_.text;
+      uint32_t off = tok_.offset;
+      advance();
+      ExprPtr b = parse_mul();
+      if (!b)
+        return nullptr;
+      a = binary(op, a, b, off);
+    }
+    return a;
+  }
+  ExprPtr parse_mul() {
+    ExprPtr a = parse_unary();
+    while (a && (is("*") || is("/") || is("%"))) {
+      std::string op = tok_.text;
+      uint32_t off = tok_.offset;
+      advance();
+      ExprPtr b = parse_unary();
+      if (!b)
+        return nullptr;
+      a = binary(op, a, b, off);
+    }
+    return a;
+  }
+  ExprPtr parse_unary() {
+    if (is("!") || is("-")) {
+      auto e = std::make_shared<Expr>();
+      e->op = is("!") ? Expr::Op::kNot : Expr::Op::kNeg;
+      e->offset = tok_.offset;
+      advance();
+      ExprPtr k = parse_unary();
+      if (!k)
+        return nullptr;
+      e->kids = {k};
+      return e;
+    }
+    return parse_postfix();
+  }
+  ExprPtr parse_postfix() {
+    ExprPtr a = parse_primary();
+    while (a) {
+      if (is(".")) {
+        advance();
+        if (tok_.kind != Tok::kIdent)
+          return fail("expected a field name after \".\"");
+        auto e = std::make_shared<Expr>();
+        e->op = Expr::Op::kField;
+        e->name = tok_.text;
+        e->offset = tok_.offset;
+        e->kids = {a};
+        advance();
+        a = e;
+      } else if (is("[")) {
+        uint32_t off = tok_.offset;
+        advance();
+        ExprPtr idx = parse_or();
+        if (!idx || !expect("]"))
+          return nullptr;
+        auto e = std::make_shared<Expr>();
+        e->op = Expr::Op::kIndex;
+        e->offset = off;
+        e->kids = {a, idx};
+        a = e;
+      } else {
+        break;
+      }
+    }
+    return a;
+  }
+  ExprPtr parse_primary() {
+    auto e = std::make_shared<Expr>();
+    e->offset = tok_.offset;
+    switch (tok_.kind) {
+      case Tok::kNumber:
+        e->op = Expr::Op::kLiteral;
+        e->value = tok_.number;
+        advance();
+        return e;
+      case Tok::kString:
+        e->op = Expr::Op::kLiteral;
+        e->value = json::string(tok_.text);
+        advance();
+        return e;
+      case Tok::kIdent: {
+        std::string id = tok_.text;
+        advance();
+        if (id == "true" || id == "false") {
+          e->op = Expr::Op::kLiteral;
+          e->value = id == "true";
+          return e;
+        }
+        if (id == "null") {
+          e->op = Expr::Op::kLiteral;
+          return e;
+        }
+        if (is("(")) {
+          advance();
+          e->op = Expr::Op::kCall;
+          e->name = id;
+          if (!is(")")) {
+            for (;;) {
+              ExprPtr arg = parse_or();
+              if (!arg)
+                return nullptr;
+              e->kids.push_back(arg);
+              if (is(","))
+                advance();
+              else
+                break;
+            }
+          }
+          if (!expect(")"))
+            return nullptr;
+          return e;
+        }
+        e->op = Expr::Op::kRoot;
+        e->name = id;
+        return e;
+      }
+      case Tok::kPunct:
+        if (is("(")) {
+          advance();
+          ExprPtr inner = parse_or();
+          if (!inner || !expect(")"))
+            return nullptr;
+          return inner;
+        }
+        if (is("[")) {
+          advance();
+          e->op = Expr::Op::kList;
+          if (!is("]")) {
+            for (;;) {
+              ExprPtr item = parse_or();
+              if (!item)
+                return nullptr;
+              e->kids.push_back(item);
+              if (is(","))
+                advance();
+              else
+                break;
+            }
+          }
+          if (!expect("]"))
+            return nullptr;
+          return e;
+        }
+        if (is("{")) {
+          advance();
+          if (!expect("}"))
+            return nullptr;
+          e->op = Expr::Op::kMap;
+          return e;
+        }
+        return fail("unexpected \"" + tok_.text + "\"");
+      case Tok::kEnd:
+        return fail("expression ends too early");
+      case Tok::kError:
+        return nullptr;
+    }
+    return nullptr;
+  }
+
+  Lexer lex_;
+  Token tok_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Evaluation
+
+std::string path_of(const Expr& e) {
+  switch (e.op) {
+    case Expr::Op::kRoot:
+      return e.name;
+    case Expr::Op::kField:
+      return path_of(*e.kids[0]) + "." + e.name;
+    case Expr::Op::kIndex:
+      return path_of(*e.kids[0]) + "[...]";
+    case Expr::Op::kCall:
+      return e.name + "(...)";
+    default:
+      return "value";
+  }
+}
+
+base::Status missing(const Expr& e) {
+  return base::Status::NotFound(path_of(e) + " is not set");
+}
+
+std::string kind_name(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null:
+      return "null";
+    case json::kind::bool_:
+      return "a boolean";
+    case json::kind::int64:
+    case json::kind::uint64:
+      return "an integer";
+    case json::kind::double_:
+      return "a number";
+    case json::kind::string:
+      return "a string";
+    case json::kind::array:
+      return "a list";
+    case json::kind::object:
+      return "a map";
+  }
+  return "a value";
+}
+
+bool is_number(const json::value& v) {
+  return v.is_int64() || v.is_uint64() || v.is_double();
+}
+double as_double(const json::value& v) {
+  return v.is_int64()    ? static_cast<double>(v.get_int64())
+         : v.is_uint64() ? static_cast<double>(v.get_uint64())
+                         : v.get_double();
+}
+bool is_int(const json::value& v) {
+  return v.is_int64() || v.is_uint64();
+}
+int64_t as_int(const json::value& v) {
+  return v.is_int64() ? v.get_int64() : static_cast<int64_t>(v.get_uint64());
+}
+
+bool values_equal(const json::value& a, const json::value& b) {
+  if (is_number(a) && is_number(b))
+    return as_double(a) == as_double(b);
+  return a == b;
+}
+
+using R = base::Result<json::value>;
+
+R type_error(const Expr& e, std::string what) {
+  return base::Status::InvalidArgument(path_of(e) + ": " + what);
+}
+
+R eval(const Expr& e, const Scope& s);
+
+R eval_call(const Expr& e, const Scope& s) {
+  const std::string& f = e.name;
+  if (f == "default") {
+    R a = eval(*e.kids[0], s);
+    if (a.ok() && !a.value().is_null())
+      return a;
+    if (!a.ok() && a.status().code() != base::StatusCode::kNotFound)
+      return a;
+    R b = eval(*e.kids[1], s);
+    if (!b.ok() && b.status().code() == base::StatusCode::kNotFound)
+      return json::value();
+    return b;
+  }
+  std::vector<json::value> args;
+  for (const auto& k : e.kids) {
+    R v = eval(*k, s);
+    if (!v.ok())
+      return v;
+    args.push_back(std::move(v).value());
+  }
+  if (f == "len") {
+    const auto& v = args[0];
+    if (v.is_array())
+      return json::value(static_cast<int64_t>(v.get_array().size()));
+    if (v.is_object())
+      return json::value(static_cast<int64_t>(v.get_object().size()));
+    if (v.is_string())
+      return json::value(static_cast<int64_t>(v.get_string().size()));
+    return type_error(e, "len() of " + kind_name(v));
+  }
+  if (f == "contains") {
+    const auto& c = args[0];
+    if (c.is_string() && args.size() == 2 && args[1].is_string())
+      return json::value(std::string_view(c.get_string()).find(args[1].get_string()) !=
+                         std::string_view::npos);
+    if (c.is_object() && args.size() == 2 && args[1].is_string())
+      return json::value(c.get_object().contains(args[1].get_string()));
+    if (!c.is_array())
+      return type_error(e, "contains() of " + kind_name(c));
+    for (const auto& item : c.get_array()) {
+      if (args.size() == 2 && values_equal(item, args[1]))
+        return json::value(true);
+      if (args.size() == 3 && item.is_object() && args[1].is_string()) {
+        const json::value* fv = item.get_object().if_contains(args[1].get_string());
+        if (fv != nullptr && values_equal(*fv, args[2]))
+          return json::value(true);
+      }
+    }
+    return json::value(false);
+  }
+  if (f == "merge") {
+    if (!args[0].is_object() || !args[1].is_object())
+      return type_error(e, "merge() needs two maps");
+    json::object out = args[0].get_object();
+    for (const auto& kv : args[1].get_object())
+      out[kv.key()] = kv.value();
+    return json::value(std::move(out));
+  }
+  if (f == "string")
+    return json::value(interpolate(args[0]));
+  if (f == "int") {
+    if (is_int(args[0]))
+      return args[0];
+    if (args[0].is_double())
+      return json::value(static_cast<int64_t>(args[0].get_double()));
+    if (args[0].is_string()) {
+      std::string t(args[0].get_string());
+      char* end = nullptr;
+      errno = 0;
+      long long v = std::strtoll(t.c_str(), &end, 10);
+      if (!t.empty() && errno == 0 && end != nullptr && *end == '\0')
+        return json::value(static_cast<int64_t>(v));
+    }
+    return type_error(e, "int() of " + kind_name(args[0]) + " that is not an integer");
+  }
+  if (f == "json")
+    return json::value(json::serialize(args[0]));
+  if (f == "trim") {
+    std::string t = interpolate(args[0]);
+    size_t b = t.find_first_not_of(" \t\r\n");
+    size_t en = t.find_last_not_of(" \t\r\n");
+    return json::value(b == std::string::npos ? std::string() : t.substr(b, en - b + 1));
+  }
+  if (f == "join") {
+    if (!args[0].is_array() || !args[1].is_string())
+      return type_error(e, "join() needs a list and a string");
+    std::string out;
+    bool first = true;
+    for (const auto& item : args[0].get_array()) {
+      if (!first)
+        out += args[1].get_string();
+      first = false;
+      out += interpolate(item);
+    }
+    return json::value(out);
+  }
+  if (f == "keys") {
+    if (!args[0].is_object())
+      return type_error(e, "keys() of " + kind_name(args[0]));
+    json::array out;
+    for (const auto& kv : args[0].get_object())
+      out.push_back(json::string(kv.key()));
+    return json::value(std::move(out));
+  }
+  return base::Status::InvalidArgument("unknown function \"" + f + "\"");
+}
+
+R eval_binary(const Expr& e, const Scope& s) {
+  const std::string& op = e.name;
+  if (op == "&&" || op == "||") {
+    R a = eval(*e.kids[0], s);
+    if (!a.ok())
+      return a;
+    if (!a.value().is_bool())
+      return type_error(*e.kids[0], "expected a boolean, found " + kind_name(a.value()));
+    bool av = a.value().get_bool();
+    if ((op == "&&" && !av) || (op == "||" && av))
+      return json::value(av);
+    R b = eval(*e.kids[1], s);
+    if (!b.ok())
+      return b;
+    if (!b.value().is_bool())
+      return type_error(*e.kids[1], "expected a boolean, found " + kind_name(b.value()));
+    return b;
+  }
+  R ar = eval(*e.kids[0], s);
+  if (!ar.ok())
+    return ar;
+  R br = eval(*e.kids[1], s);
+  if (!br.ok())
+    return br;
+  const json::value& a = ar.value();
+  const json::value& b = br.value();
+  if (op == "==")
+    return json::value(values_equal(a, b));
+  if (op == "!=")
+    return json::value(!values_equal(a, b));
+  if (op == "+" && (a.is_string() || b.is_string()))
+    return json::value(interpolate(a) + interpolate(b));
+  if (op == "<" || op == "<=" || op == ">" || op == ">=") {
+    int c;
+    if (is_number(a) && is_number(b)) {
+      double x = as_double(a), y = as_double(b);
+      c = x < y ? -1 : x > y ? 1 : 0;
+    } else if (a.is_string() && b.is_string()) {
+      c = std::string_view(a.get_string()).compare(std::string_view(b.get_string()));
+    } else {
+      return type_error(e, "cannot compare " + kind_name(a) + " with " + kind_name(b));
+    }
+    bool r = op == "<" ? c < 0 : op == "<=" ? c <= 0 : op == ">" ? c > 0 : c >= 0;
+    return json::value(r);
+  }
+  if (!is_number(a) || !is_number(b))
+    return type_error(
+        e, "\"" + op + "\" needs numbers, found " + kind_name(a) + " and " + kind_name(b));
+  if (is_int(a) && is_int(b)) {
+    int64_t x = as_int(a), y = as_int(b);
+    if ((op == "/" || op == "%") && y == 0)
+      return type_error(e, "division by zero");
+    int64_t r = op == "+"   ? x + y
+                : op == "-" ? x - y
+                : op == "*" ? x * y
+                : op == "/" ? x / y
+                            : x % y;
+    return json::value(r);
+  }
+  double x = as_double(a), y = as_double(b);
+  if (op == "%")
+    return json::value(std::fmod(x, y));
+  double r = op == "+" ? x + y : op == "-" ? x - y : op == "*" ? x * y : x / y;
+  return json::value(r);
+}
+
+R eval(const Expr& e, const Scope& s) {
+  switch (e.op) {
+    case Expr::Op::kLiteral:
+      return e.value;
+    case Expr::Op::kList: {
+      json::array out;
+      for (const auto& k : e.kids) {
+        R v = eval(*k, s);
+        if (!v.ok())
+          return v;
+        out.push_back(std::move(v).value());
+      }
+      return json::value(std::move(out));
+    }
+    case Expr::Op::kMap:
+      return json::value(json::object());
+    case Expr::Op::kRoot: {
+      const json::value* v = nullptr;
+      if (e.name == "request")
+        v = s.request;
+      else if (e.name == "instance")
+        v = s.instance;
+      else if (e.name == "vnfd")
+        v = s.vnfd;
+      else if (e.name == "op")
+        v = s.op;
+      else if (e.name == "self")
+        v = s.self;
+      else if (!s.item_name.empty() && e.name == s.item_name)
+        v = s.item;
+      if (v == nullptr)
+        return missing(e);
+      return *v;
+    }
+    case Expr::Op::kField: {
+      const Expr& base = *e.kids[0];
+      if (base.op == Expr::Op::kRoot && base.name == "states") {
+        if (s.outputs == nullptr)
+          return missing(e);
+        std::string key = std::string(s.segment) + "." + e.name;
+        const json::value* v = s.outputs->if_contains(key);
+        if (v == nullptr)
+          return base::Status::NotFound("state \"" + e.name + "\" has no outputs (it did not run)");
+        return *v;
+      }
+      R b = eval(base, s);
+      if (!b.ok())
+        return b;
+      if (!b.value().is_object())
+        return type_error(e, "expected a map, found " + kind_name(b.value()));
+      const json::value* v = b.value().get_object().if_contains(e.name);
+      if (v == nullptr)
+        return missing(e);
+      return *v;
+    }
+    case Expr::Op::kIndex: {
+      R b = eval(*e.kids[0], s);
+      if (!b.ok())
+        return b;
+      R i = eval(*e.kids[1], s);
+      if (!i.ok())
+        return i;
+      if (b.value().is_array()) {
+        if (!is_int(i.value()))
+          return type_error(e, "a list index must be an integer");
+        int64_t n = as_int(i.value());
+        const auto& arr = b.value().get_array();
+        if (n < 0)
+          n += static_cast<int64_t>(arr.size());
+        if (n < 0 || n >= static_cast<int64_t>(arr.size()))
+          return base::Status::NotFound(path_of(e) + ": index " + std::to_string(n) +
+                                        " is out of range");
+        return arr[static_cast<size_t>(n)];
+      }
+      if (b.value().is_object()) {
+        if (!i.value().is_string())
+          return type_error(e, "a map key must be a string");
+        const json::value* v = b.value().get_object().if_contains(i.value().get_string());
+        if (v == nullptr)
+          return base::Status::NotFound(path_of(*e.kids[0]) + "[\"" +
+                                        std::string(i.value().get_string()) + "\"] is not set");
+        return *v;
+      }
+      return type_error(e, "cannot index " + kind_name(b.value()));
+    }
+    case Expr::Op::kCall:
+      return eval_call(e, s);
+    case Expr::Op::kNot: {
+      R v = eval(*e.kids[0], s);
+      if (!v.ok())
+        return v;
+      if (!v.value().is_bool())
+        return type_error(e, "\"!\" needs a boolean, found " + kind_name(v.value()));
+      return json::value(!v.value().get_bool());
+    }
+    case Expr::Op::kNeg: {
+      R v = eval(*e.kids[0], s);
+      if (!v.ok())
+        return v;
+      if (is_int(v.value()))
+        return json::value(-as_int(v.value()));
+      if (v.value().is_double())
+        return json::value(-v.value().get_double());
+      return type_error(e, "\"-\" needs a number, found " + kind_name(v.value()));
+    }
+    case Expr::Op::kBinary:
+      return eval_binary(e, s);
+  }
+  return base::Status::Internal("bad expression");
+}
+
+// ---------------------------------------------------------------------------------------
+// Type checking
+
+using K = Type::Kind;
+
+TypeRef prim(K k) {
+  static const TypeRef kTypes[] = {
+      std::make_shared<Type>(Type{K::kAny, nullptr, {}, ""}),
+      std::make_shared<Type>(Type{K::kNull, nullptr, {}, ""}),
+      std::make_shared<Type>(Type{K::kBool, nullptr, {}, ""}),
+      std::make_shared<Type>(Type{K::kInt, nullptr, {}, ""}),
+      std::make_shared<Type>(Type{K::kNumber, nullptr, {}, ""}),
+      std::make_shared<Type>(Type{K::kString, nullptr, {}, ""}),
+  };
+  return kTypes[static_cast<int>(k)];
+}
+
+bool is_num_type(const Type& t) {
+  return t.kind == K::kInt || t.kind == K::kNumber;
+}
+
+class Checker {
+ public:
+  Checker(const TypeScope& s, std::vector<TypeError>& errors) : s_(s), errors_(errors) {}
+
+  TypeRef check(const Expr& e) {
+    switch (e.op) {
+      case Expr::Op::kLiteral:
+        return type_of_literal(e.value);
+      case Expr::Op::kList: {
+        TypeRef elem;
+        for (const auto& k : e.kids) {
+          TypeRef t = check(*k);
+          elem = elem == nullptr ? t : join(elem, t);
+        }
+        return make_type(K::kList, elem ? elem : prim(K::kAny));
+      }
+      case Expr::Op::kMap:
+        return make_type(K::kMap, prim(K::kAny));
+      case Expr::Op::kRoot:
+        return root(e);
+      case Expr::Op::kField:
+        return field(e);
+      case Expr::Op::kIndex: {
+        TypeRef b = check(*e.kids[0]);
+        TypeRef i = check(*e.kids[1]);
+        if (b->kind == K::kList) {
+          if (i->kind != K::kInt && i->kind != K::kAny)
+            error(*e.kids[1], "W0013", "a list index must be an integer, not " + to_string(*i));
+          return b->elem;
+        }
+        if (b->kind == K::kMap) {
+          if (i->kind != K::kString && i->kind != K::kAny)
+            error(*e.kids[1], "W0013", "a map key must be a string, not " + to_string(*i));
+          return b->elem;
+        }
+        if (b->kind == K::kObject) {
+          if (e.kids[1]->op == Expr::Op::kLiteral && e.kids[1]->value.is_string()) {
+            const Field* f = b->field(e.kids[1]->value.get_string());
+            if (f != nullptr)
+              return f->type;
+          }
+          return prim(K::kAny);
+        }
+        if (b->kind != K::kAny)
+          error(e, "W0013", "cannot index " + to_string(*b));
+        return prim(K::kAny);
+      }
+      case Expr::Op::kCall:
+        return call(e);
+      case Expr::Op::kNot: {
+        TypeRef t = check(*e.kids[0]);
+        expect(*e.kids[0], *t, *prim(K::kBool), "\"!\"");
+        return prim(K::kBool);
+      }
+      case Expr::Op::kNeg: {
+        TypeRef t = check(*e.kids[0]);
+        if (!is_num_type(*t) && t->kind != K::kAny)
+          error(e, "W0013", "\"-\" needs a number, not " + to_string(*t));
+        return t->kind == K::kAny ? prim(K::kNumber) : t;
+      }
+      case Expr::Op::kBinary:
+        return binary(e);
+    }
+    return prim(K::kAny);
+  }
+
+ private:
+  void error(const Expr& e, std::string code, std::string msg) {
+    errors_.push_back({std::move(msg), e.offset, std::move(code)});
+  }
+  void expect(const Expr& e, const Type& got, const Type& want, const std::string& what) {
+    if (!assignable(got, want))
+      error(e, "W0013", what + " needs " + to_string(want) + ", not " + to_string(got));
+  }
+  static TypeRef join(const TypeRef& a, const TypeRef& b) {
+    if (a->kind == K::kNull)
+      return b;
+    if (b->kind == K::kNull)
+      return a;
+    if (assignable(*a, *b))
+      return b;
+    if (assignable(*b, *a))
+      return a;
+    return prim(K::kAny);
+  }
+
+  TypeRef root(const Expr& e) {
+    const std::string& n = e.name;
+    if (n == "request" && s_.request)
+      return s_.request;
+    if (n == "instance" && s_.instance)
+      return s_.instance;
+    if (n == "vnfd" && s_.vnfd)
+      return s_.vnfd;
+    if (n == "op" && s_.op)
+      return s_.op;
+    if (n == "self" && s_.self)
+      return s_.self;
+    if (!s_.item_name.empty() && n == s_.item_name)
+      return s_.item ? s_.item : prim(K::kAny);
+    if (n == "states") {
+      error(e, "W0021", "\"states\" needs a state name: states.NAME.OUTPUT");
+      return prim(K::kAny);
+    }
+    std::vector<std::string> names = {"request", "instance", "vnfd", "op", "states"};
+    if (s_.self)
+      names.push_back("self");
+    if (!s_.item_name.empty())
+      names.push_back(s_.item_name);
+    std::string msg = "unknown name \"" + n + "\"";
+    if (n == "self")
+      msg = "\"self\" is only defined in a compensation";
+    std::string hint = base::closest_match(n, names);
+    if (!hint.empty())
+      msg += "; did you mean \"" + hint + "\"?";
+    error(e, "W0021", msg);
+    return prim(K::kAny);
+  }
+
+  TypeRef field(const Expr& e) {
+    const Expr& b = *e.kids[0];
+    if (b.op == Expr::Op::kRoot && b.name == "states") {
+      auto it = s_.states.find(e.name);
+      if (it != s_.states.end())
+        return it->second;
+      for (const auto& later : s_.later_states) {
+        if (later == e.name) {
+          error(e, "W0021",
+                "state \"" + e.name + "\" may not have run before this one; its outputs " +
+                    "can only be read by states that always come after it");
+          return prim(K::kAny);
+        }
+      }
+      std::vector<std::string> names;
+      for (const auto& kv : s_.states)
+        names.push_back(kv.first);
+      std::string msg = "no state \"" + e.name + "\" before this one";
+      std::string hint = base::closest_match(e.name, names);
+      if (!hint.empty())
+        msg += "; did you mean \"" + hint + "\"?";
+      error(e, "W0021", msg);
+      return prim(K::kAny);
+    }
+    TypeRef t = check(b);
+    switch (t->kind) {
+      case K::kAny:
+        return prim(K::kAny);
+      case K::kMap:
+        return t->elem;
+      case K::kObject: {
+        const Field* f = t->field(e.name);
+        if (f != nullptr)
+          return f->type;
+        std::vector<std::string> names;
+        for (const auto& fl : t->fields)
+          names.push_back(fl.name);
+        std::string msg = path_of(b) + " has no field \"" + e.name + "\"";
+        std::string hint = base::closest_match(e.name, names);
+        if (!hint.empty())
+          msg += "; did you mean \"" + hint + "\"?";
+        error(e, "W0021", msg);
+        return prim(K::kAny);
+      }
+      default:
+        error(e, "W0013", path_of(b) + " is " + to_string(*t) + ", which has no fields");
+        return prim(K::kAny);
+    }
+  }
+
+  TypeRef call(const Expr& e) {
+    struct Sig {
+      const char* name;
+      size_t min, max;
+    };
+    static const Sig kSigs[] = {
+        {"default", 2, 2}, {"len", 1, 1},  {"contains", 2, 3}, {"merge", 2, 2}, {"string", 1, 1},
+        {"int", 1, 1},     {"json", 1, 1}, {"join", 2, 2},     {"keys", 1, 1},  {"trim", 1, 1}};
+    const Sig* sig = nullptr;
+    for (const auto& s : kSigs) {
+      if (e.name == s.name)
+        sig = &s;
+    }
+    std::vector<TypeRef> args;
+    for (const auto& k : e.kids)
+      args.push_back(check(*k));
+    if (sig == nullptr) {
+      std::vector<std::string> names;
+      for (const auto& s : kSigs)
+        names.push_back(s.name);
+      std::string msg = "unknown function \"" + e.name + "\"";
+      std::string hint = base::closest_match(e.name, names);
+      if (!hint.empty())
+        msg += "; did you mean \"" + hint + "\"?";
+      error(e, "W0021", msg);
+      return prim(K::kAny);
+    }
+    if (args.size() < sig->min || args.size() > sig->max) {
+      error(e, "W0013",
+            e.name + "() takes " + std::to_string(sig->min) +
+                (sig->max != sig->min ? " or " + std::to_string(sig->max) : std::string()) +
+                " arguments, not " + std::to_string(args.size()));
+      return prim(K::kAny);
+    }
+    const std::string& f = e.name;
+    auto coll = [](const Type& t) {
+      return t.kind == K::kAny || t.kind == K::kList || t.kind == K::kMap || t.kind == K::kObject ||
+             t.kind == K::kString;
+    };
+    if (f == "default")
+      return join(args[0], args[1]);
+    if (f == "len") {
+      if (!coll(*args[0]))
+        error(*e.kids[0], "W0013", "len() needs a list, map or string, not " + to_string(*args[0]));
+      return prim(K::kInt);
+    }
+    if (f == "contains") {
+      if (!coll(*args[0]))
+        error(*e.kids[0], "W0013",
+              "contains() needs a list, map or string, not " + to_string(*args[0]));
+      return prim(K::kBool);
+    }
+    if (f == "merge") {
+      for (size_t i = 0; i < 2; ++i) {
+        if (args[i]->kind != K::kAny && args[i]->kind != K::kMap && args[i]->kind != K::kObject)
+          error(*e.kids[i], "W0013", "merge() needs maps, not " + to_string(*args[i]));
+      }
+      return args[0]->kind == K::kMap ? args[0] : make_type(K::kMap, prim(K::kAny));
+    }
+    if (f == "string" || f == "json" || f == "trim")
+      return prim(K::kString);
+    if (f == "int")
+      return prim(K::kInt);
+    if (f == "join") {
+      if (args[0]->kind != K::kAny && args[0]->kind != K::kList)
+        error(*e.kids[0], "W0013", "join() needs a list, not " + to_string(*args[0]));
+      expect(*e.kids[1], *args[1], *prim(K::kString), "join()");
+      return prim(K::kString);
+    }
+    if (f == "keys")
+      return make_type(K::kList, prim(K::kString));
+    return prim(K::kAny);
+  }
+
+  TypeRef binary(const Expr& e) {
+    TypeRef a = check(*e.kids[0]);
+    TypeRef b = check(*e.kids[1]);
+    const std::string& op = e.name;
+    if (op == "&&" || op == "||") {
+      expect(*e.kids[0], *a, *prim(K::kBool), "\"" + op + "\"");
+      expect(*e.kids[1], *b, *prim(K::kBool), "\"" + op + "\"");
+      return prim(K::kBool);
+    }
+    if (op == "==" || op == "!=")
+      return prim(K::kBool);
+    bool any = a->kind == K::kAny || b->kind == K::kAny;
+    if (op == "<" || op == "<=" || op == ">" || op == ">=") {
+      bool ok = any || (is_num_type(*a) && is_num_type(*b)) ||
+                (a->kind == K::kString && b->kind == K::kString);
+      if (!ok)
+        error(e, "W0013", "cannot compare " + to_string(*a) + " with " + to_string(*b));
+      return prim(K::kBool);
+    }
+    if (op == "+" && (a->kind == K::kString || b->kind == K::kString))
+      return prim(K::kString);
+    if (!any && !(is_num_type(*a) && is_num_type(*b))) {
+      error(e, "W0013",
+            "\"" + op + "\" needs numbers, not " + to_string(*a) + " and " + to_string(*b));
+      return prim(K::kNumber);
+    }
+    if (a->kind == K::kInt && b->kind == K::kInt)
+      return prim(K::kInt);
+    if (any)
+      return (a->kind == K::kInt || b->kind == K::kInt) ? prim(K::kInt) : prim(K::kNumber);
+    return prim(K::kNumber);
+  }
+
+  const TypeScope& s_;
+  std::vector<TypeError>& errors_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Expr> Expr::parse(std::string_view text, std::string* error,
+                                        uint32_t* error_offset) {
+  Parser p(text);
+  auto e = p.parse_all();
+  if (!e) {
+    *error = p.error_.empty() ? "malformed expression" : p.error_;
+    *error_offset = p.error_offset_;
+  }
+  return e;
+}
+
+base::Result<json::value> Expr::evaluate(const Scope& scope) const {
+  return eval(*this, scope);
+}
+
+TypeRef check_expr(const Expr& e, const TypeScope& scope, std::vector<TypeError>& errors) {
+  return Checker(scope, errors).check(e);
+}
+
+bool split_template_string(std::string_view s, std::vector<StringPart>& parts, std::string* error,
+                           uint32_t* error_offset) {
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t open = s.find("${", pos);
+    if (open == std::string_view::npos) {
+      parts.push_back({false, std::string(s.substr(pos)), static_cast<uint32_t>(pos)});
+      break;
+    }
+    if (open > pos)
+      parts.push_back({false, std::string(s.substr(pos, open - pos)), static_cast<uint32_t>(pos)});
+    // Find the matching '}' outside quoted strings.
+    size_t i = open + 2;
+    char quote = 0;
+    int depth = 0;
+    for (; i < s.size(); ++i) {
+      char c = s[i];
+      if (quote != 0) {
+        if (c == '\\')
+          ++i;
+        else if (c == quote)
+          quote = 0;
+        continue;
+      }
+      if (c == '\'' || c == '"')
+        quote = c;
+      else if (c == '{')
+        ++depth;
+      else if (c == '}') {
+        if (depth == 0)
+          break;
+        --depth;
+      }
+    }
+    if (i >= s.size()) {
+      *error = "\"${\" without a closing \"}\"";
+      *error_offset = static_cast<uint32_t>(open);
+      return false;
+    }
+    parts.push_back(
+        {true, std::string(s.substr(open + 2, i - open - 2)), static_cast<uint32_t>(open + 2)});
+    pos = i + 1;
+  }
+  return true;
+}
+
+std::string interpolate(const json::value& v) {
+  if (v.is_string())
+    return std::string(v.get_string());
+  if (v.is_null())
+    return "";
+  return json::serialize(v);
+}
+
+TypeRef make_type(Type::Kind k, TypeRef elem) {
+  if (elem == nullptr && k != K::kList && k != K::kMap && k != K::kObject)
+    return prim(k);
+  auto t = std::make_shared<Type>();
+  t->kind = k;
+  t->elem = elem ? std::move(elem) : prim(K::kAny);
+  return t;
+}
+
+TypeRef any_type() {
+  return prim(K::kAny);
+}
+
+TypeRef parse_type_name(std::string_view s,
+                        const std::function<TypeRef(std::string_view)>& lookup) {
+  while (!s.empty() && s.front() == ' ')
+    s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ')
+    s.remove_suffix(1);
+  if (s == "any")
+    return prim(K::kAny);
+  if (s == "string")
+    return prim(K::kString);
+  if (s == "integer")
+    return prim(K::kInt);
+  if (s == "number")
+    return prim(K::kNumber);
+  if (s == "boolean")
+    return prim(K::kBool);
+  for (auto [prefix, kind] : {std::pair{"list(", K::kList}, std::pair{"map(", K::kMap}}) {
+    std::string_view p(prefix);
+    if (s.substr(0, p.size()) == p && s.back() == ')') {
+      TypeRef elem = parse_type_name(s.substr(p.size(), s.size() - p.size() - 1), lookup);
+      if (elem == nullptr)
+        return nullptr;
+      return make_type(kind, elem);
+    }
+  }
+  return lookup(s);
+}
+
+TypeRef type_of_literal(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null:
+      return prim(K::kNull);
+    case json::kind::bool_:
+      return prim(K::kBool);
+    case json::kind::int64:
+    case json::kind::uint64:
+      return prim(K::kInt);
+    case json::kind::double_:
+      return prim(K::kNumber);
+    case json::kind::string:
+      return prim(K::kString);
+    case json::kind::array: {
+      TypeRef elem;
+      for (const auto& item : v.get_array()) {
+        TypeRef t = type_of_literal(item);
+        if (elem == nullptr || elem->kind == K::kNull)
+          elem = t;
+        else if (!assignable(*t, *elem))
+          elem = assignable(*elem, *t) ? t : prim(K::kAny);
+      }
+      return make_type(K::kList, elem ? elem : prim(K::kAny));
+    }
+    case json::kind::object:
+      return make_type(K::kMap, prim(K::kAny));
+  }
+  return prim(K::kAny);
+}
+
+// ---------------------------------------------------------------------------------------
+// Type basics (public)
+
+const Field* Type::field(std::string_view n) const {
+  for (const auto& f : fields) {
+    if (f.name == n)
+      return &f;
+  }
+  return nullptr;
+}
+
+std::string to_string(const Type& t) {
+  switch (t.kind) {
+    case K::kAny:
+      return "any";
+    case K::kNull:
+      return "null";
+    case K::kBool:
+      return "boolean";
+    case K::kInt:
+      return "integer";
+    case K::kNumber:
+      return "number";
+    case K::kString:
+      return "string";
+    case K::kList:
+      return "list(" + to_string(*t.elem) + ")";
+    case K::kMap:
+      return "map(" + to_string(*t.elem) + ")";
+    case K::kObject:
+      return t.name.empty() ? "object" : t.name;
+  }
+  return "?";
+}
+
+bool assignable(const Type& from, const Type& to) {
+  if (from.kind == K::kAny || to.kind == K::kAny || from.kind == K::kNull)
+    return true;
+  if (from.kind == K::kInt && to.kind == K::kNumber)
+    return true;
+  if (from.kind != to.kind) {
+    // A map literal ({...} written in YAML) may stand for an object; its fields are
+    // checked one by one where it is written.
+    if (from.kind == K::kMap && to.kind == K::kObject)
+      return from.elem->kind == K::kAny;
+    if (from.kind == K::kObject && to.kind == K::kMap) {
+      for (const auto& f : from.fields) {
+        if (!assignable(*f.type, *to.elem))
+          return false;
+      }
+      return true;
+    }
+    return false;
+  }
+  switch (from.kind) {
+    case K::kList:
+    case K::kMap:
+      return assignable(*from.elem, *to.elem);
+    case K::kObject:
+      if (from.name == to.name && !from.name.empty())
+        return true;
+      // Structural: every field of `from` exists in `to` with an assignable type.
+      for (const auto& f : from.fields) {
+        const Field* g = to.field(f.name);
+        if (g == nullptr || !assignable(*f.type, *g->type))
+          return false;
+      }
+      return true;
+    default:
+      return true;
+  }
+}
+
+}  // namespace workflows

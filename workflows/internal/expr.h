@@ -1,0 +1,84 @@
+// workflows::Expr: the `${...}` expression language (docs/workflow-language.md,
+// "Expressions"): literals, paths into the scope, [] indexing, ! - * / + (numbers, and
+// + for strings), comparisons, && || and a few functions. Parsed once; type-checked at
+// compile time against a TypeScope; evaluated at run time against a Scope.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "workflows/workflows.h"
+
+namespace workflows {
+
+class Expr {
+ public:
+  enum class Op : uint8_t {
+    kLiteral,  // value
+    kRoot,     // name
+    kField,    // kids[0].name
+    kIndex,    // kids[0][kids[1]]
+    kCall,     // name(kids...)
+    kNot,
+    kNeg,
+    kBinary,  // kids[0] name kids[1]; name is the operator
+    kList,    // [kids...]
+    kMap,     // {} (empty map only)
+  };
+  Op op = Op::kLiteral;
+  std::string name;
+  json::value value;
+  std::vector<std::shared_ptr<const Expr>> kids;
+  uint32_t offset = 0;  // in the source text, for located diagnostics
+
+  // Parses `text` (without ${ }); on failure returns the message and sets *error_offset.
+  static std::shared_ptr<const Expr> parse(std::string_view text, std::string* error,
+                                           uint32_t* error_offset);
+
+  base::Result<json::value> evaluate(const Scope& scope) const;
+};
+
+// What the type checker knows about names.
+struct TypeScope {
+  TypeRef request, instance, vnfd, op;
+  // Outputs of states that always ran before the current one, by short name.
+  std::map<std::string, TypeRef> states;
+  // States of the same file that exist but may not have run before ("may not have run").
+  std::vector<std::string> later_states;
+  std::string item_name;  // fan-out variable, "" outside a fan-out
+  TypeRef item;
+  TypeRef self;  // in a compensation
+};
+
+struct TypeError {
+  std::string message;
+  uint32_t offset = 0;
+  std::string code;  // W0021 undefined reference, W0013 type mismatch
+};
+
+// Type-checks `e`; returns its type, appends problems to `errors`.
+TypeRef check_expr(const Expr& e, const TypeScope& scope, std::vector<TypeError>& errors);
+
+// Splits a string into literal text and `${...}` parts. Returns false (with *error and
+// *error_offset) for an unterminated `${`.
+struct StringPart {
+  bool is_expr = false;
+  std::string text;     // literal text, or expression source
+  uint32_t offset = 0;  // of the text / expression inside the string
+};
+bool split_template_string(std::string_view s, std::vector<StringPart>& parts, std::string* error,
+                           uint32_t* error_offset);
+
+// Renders a JSON value for string interpolation (strings as they are, others as JSON).
+std::string interpolate(const json::value& v);
+
+TypeRef make_type(Type::Kind k, TypeRef elem = nullptr);
+// Parses "list(string)", "map(any)", "integer" ...; named types through `lookup`.
+TypeRef parse_type_name(std::string_view s, const std::function<TypeRef(std::string_view)>& lookup);
+// The static type of a literal JSON value.
+TypeRef type_of_literal(const json::value& v);
+
+}  // namespace workflows
