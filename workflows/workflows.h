@@ -113,6 +113,9 @@ struct Scope {
   const json::value* self = nullptr;      // in a compensation: the state's own outputs
 };
 
+// Evaluates a parsed expression (a choice's condition, a for_each list).
+base::Result<json::value> evaluate(const Expr& e, const Scope& scope);
+
 // A value that may hold `${...}` expressions anywhere in its strings. A string that is
 // exactly one `${...}` keeps the expression's type; other strings interpolate.
 class Template {

@@ -37,6 +37,17 @@ constexpr const char* kUsage =
     "      the state machine an LCM operation compiles to (hooks + built-in steps)\n"
     "  workflow check PATH [--flavour ID]\n"
     "      compile every LCM operation of a package; located diagnostics on stderr\n"
+    "  package onboard PATH | list                      [--db FILE] [--json]\n"
+    "      validate a package, compile every operation, store it; prints its id\n"
+    "  instance create --package ID [--name N] | list | show ID | delete ID\n"
+    "  instance instantiate|heal|scale|terminate|change-ext-conn|modify ID --request FILE.json\n"
+    "      queue an LCM operation (SOL003 request body); prints the operation id\n"
+    "  op list [--instance ID] [--state S] | show OP | history OP | wait OP | watch OP\n"
+    "  op retry|rollback|fail|cancel OP\n"
+    "  op replay OP --dry-run [--package PATH] | --from STATE\n"
+    "  daemon [--workers N] [--work-dir DIR]\n"
+    "      run queued operations; resumes interrupted ones; SIGTERM drains\n"
+    "      the database: --db FILE, else $VNFLOW_DB, else ~/.local/share/vnflow/vnflow.db\n"
     "  version\n"
     "\n"
     "options:\n"
@@ -555,6 +566,8 @@ int run(const std::vector<std::string>& argv) {
   }
   if (argv[1] == "workflow")
     return cmd_workflow(argv);
+  if (argv[1] == "package" || argv[1] == "instance" || argv[1] == "op" || argv[1] == "daemon")
+    return cmd_engine(argv);
   if (argv[1] == "csar" && argv.size() >= 3) {
     Args a;
     std::string err;

@@ -1053,6 +1053,10 @@ base::Result<json::value> Expr::evaluate(const Scope& scope) const {
   return eval(*this, scope);
 }
 
+base::Result<json::value> evaluate(const Expr& e, const Scope& scope) {
+  return eval(e, scope);
+}
+
 TypeRef check_expr(const Expr& e, const TypeScope& scope, std::vector<TypeError>& errors) {
   return Checker(scope, errors).check(e);
 }

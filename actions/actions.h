@@ -1,0 +1,86 @@
+// actions: what workflow states do. Each action takes the JSON inputs its catalog entry
+// (workflows/builtin/actions.yaml) declares and returns JSON outputs or a classified
+// error. The executor (engine/) calls them on worker threads, never on its own thread:
+// run() may block until its deadline.
+//
+// Idempotency: every call carries the key op + state + item + attempt. A call re-dispatched
+// after a crash carries the SAME key, so an action that can check ("does a stack with
+// this name exist?", "is this key in the file already?") reads back before acting again.
+//
+// Secrets: an action never puts an input whose name looks secret (password, token, key
+// material) into a message; redact() is the shared rule.
+//
+// Not here: the workflow language (workflows/), persistence and scheduling (engine/).
+// Threading: a Registry is immutable once built; actions are reentrant.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <boost/json/value.hpp>
+
+#include "base/base.h"
+
+namespace actions {
+
+namespace json = boost::json;
+
+struct Context {
+  std::string op_id;
+  std::string instance_id;
+  std::string state;  // full state name
+  int attempt = 1;
+  std::string key;       // idempotency key: "<op>/<state>[<item>]/<attempt>"
+  std::string work_dir;  // where local commands run (created by the engine)
+  std::chrono::steady_clock::time_point deadline;
+  const std::atomic<bool>* cancelled = nullptr;  // set when the daemon stops hard
+};
+
+struct Outcome {
+  bool ok = false;
+  json::value outputs;      // when ok: an object with the catalog's outputs
+  std::string error_class;  // when !ok: transient, timeout, failed, invalid
+  std::string message;      // when !ok: one line, names the call, no secrets
+  static Outcome success(json::value outputs) { return {true, std::move(outputs), {}, {}}; }
+  static Outcome failure(std::string cls, std::string msg) {
+    return {false, nullptr, std::move(cls), std::move(msg)};
+  }
+};
+
+class Action {
+ public:
+  virtual ~Action() = default;
+  virtual Outcome run(const json::object& inputs, const Context& ctx) const = 0;
+};
+
+// Actions by catalog name.
+class Registry {
+ public:
+  // local.exec and everything else vnflow ships that runs off the executor thread.
+  static Registry standard();
+  void add(std::string name, std::shared_ptr<const Action> action);
+  const Action* find(std::string_view name) const;
+
+ private:
+  std::map<std::string, std::shared_ptr<const Action>, std::less<>> actions_;
+};
+
+// The instance-record actions (instance.update, instance.scale, instance.check) are pure
+// functions of the record: the executor runs them inline and commits the new record in
+// the same transaction as the state's result, so they take effect exactly once.
+// Returns the outcome; on success `record` holds the new instance record.
+Outcome run_instance_action(std::string_view name, const json::object& inputs, json::value& record);
+bool is_instance_action(std::string_view name);
+
+// True for field names whose values are secrets (password, token, secret, private key,
+// credential...). Such values never reach logs, histories or error text.
+bool is_secret_name(std::string_view name);
+// A copy of `v` with every secret-named field's value replaced by "***".
+json::value redact(const json::value& v);
+
+}  // namespace actions

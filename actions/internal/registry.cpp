@@ -1,0 +1,143 @@
+#include <algorithm>
+#include <cctype>
+
+#include <boost/json.hpp>
+
+#include "actions/actions.h"
+
+namespace actions {
+
+std::shared_ptr<const Action> make_local_exec();
+
+Registry Registry::standard() {
+  Registry r;
+  r.add("local.exec", make_local_exec());
+  return r;
+}
+
+void Registry::add(std::string name, std::shared_ptr<const Action> action) {
+  actions_[std::move(name)] = std::move(action);
+}
+
+const Action* Registry::find(std::string_view name) const {
+  auto it = actions_.find(name);
+  return it == actions_.end() ? nullptr : it->second.get();
+}
+
+bool is_secret_name(std::string_view name) {
+  std::string n;
+  for (char c : name)
+    n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static const char* kWords[] = {"password",   "passwd",     "secret",  "token",  "private_key",
+                                 "privatekey", "credential", "api_key", "apikey", "passphrase"};
+  for (const char* w : kWords) {
+    if (n.find(w) != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+json::value redact(const json::value& v) {
+  if (v.is_object()) {
+    json::object o;
+    for (const auto& kv : v.get_object())
+      o[kv.key()] = is_secret_name(kv.key()) && !kv.value().is_null() ? json::value("***")
+                                                                      : redact(kv.value());
+    return o;
+  }
+  if (v.is_array()) {
+    json::array a;
+    for (const auto& item : v.get_array())
+      a.push_back(redact(item));
+    return a;
+  }
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------
+// Instance-record actions
+
+namespace {
+
+Outcome instance_update(const json::object& in, json::value& record) {
+  const json::value* set = in.if_contains("set");
+  if (set == nullptr || !set->is_object())
+    return Outcome::failure("invalid", "instance.update: \"set\" must be a map");
+  if (!record.is_object())
+    record = json::object();
+  json::object& r = record.get_object();
+  json::object previous;
+  for (const auto& kv : set->get_object()) {
+    if (kv.key() == "id" || kv.key() == "package_id" || kv.key() == "vnfd_id")
+      return Outcome::failure("invalid",
+                              "instance.update: \"" + std::string(kv.key()) + "\" cannot change");
+    const json::value* old = r.if_contains(kv.key());
+    previous[kv.key()] = old != nullptr ? *old : json::value();
+  }
+  for (const auto& kv : set->get_object()) {
+    if (kv.value().is_null())
+      r.erase(kv.key());
+    else
+      r[kv.key()] = kv.value();
+  }
+  return Outcome::success(json::object{{"instance", record}, {"previous", std::move(previous)}});
+}
+
+Outcome instance_scale(const json::object& in, json::value& record) {
+  const json::value* aspect = in.if_contains("aspect");
+  const json::value* steps = in.if_contains("steps");
+  if (aspect == nullptr || !aspect->is_string() || steps == nullptr || !steps->is_int64())
+    return Outcome::failure("invalid",
+                            "instance.scale: needs \"aspect\" (string) and \"steps\" (integer)");
+  if (!record.is_object())
+    record = json::object();
+  json::object& r = record.get_object();
+  if (!r.contains("scale_status") || !r["scale_status"].is_object())
+    r["scale_status"] = json::object();
+  json::object& status = r["scale_status"].get_object();
+  std::string a(aspect->get_string());
+  int64_t before = status.contains(a) && status[a].is_int64() ? status[a].get_int64() : 0;
+  int64_t after = before + steps->get_int64();
+  if (after < 0)
+    return Outcome::failure("invalid", "instance.scale: aspect \"" + a + "\" is at level " +
+                                           std::to_string(before) + "; cannot scale in by " +
+                                           std::to_string(-steps->get_int64()));
+  if (const json::value* max = in.if_contains("max_level");
+      max && max->is_int64() && after > max->get_int64())
+    return Outcome::failure(
+        "invalid", "instance.scale: aspect \"" + a + "\" is at level " + std::to_string(before) +
+                       " of " + std::to_string(max->get_int64()) + "; cannot scale out by " +
+                       std::to_string(steps->get_int64()));
+  status[a] = after;
+  return Outcome::success(json::object{{"level", after}, {"previous", before}});
+}
+
+Outcome instance_check(const json::object& in) {
+  const json::value* c = in.if_contains("condition");
+  const json::value* m = in.if_contains("message");
+  std::string msg = m != nullptr && m->is_string() ? std::string(m->get_string()) : "check failed";
+  if (c == nullptr || !c->is_bool())
+    return Outcome::failure("invalid", "instance.check: \"condition\" must be a boolean");
+  if (!c->get_bool())
+    return Outcome::failure("invalid", msg);
+  return Outcome::success(json::object{{"ok", true}});
+}
+
+}  // namespace
+
+bool is_instance_action(std::string_view name) {
+  return name == "instance.update" || name == "instance.scale" || name == "instance.check";
+}
+
+Outcome run_instance_action(std::string_view name, const json::object& inputs,
+                            json::value& record) {
+  if (name == "instance.update")
+    return instance_update(inputs, record);
+  if (name == "instance.scale")
+    return instance_scale(inputs, record);
+  if (name == "instance.check")
+    return instance_check(inputs);
+  return Outcome::failure("invalid", "no instance action \"" + std::string(name) + "\"");
+}
+
+}  // namespace actions

@@ -1,0 +1,260 @@
+// engine: runs compiled machines durably.
+//
+//   Store     where packages, instances, machines, operations and their histories live.
+//             An interface: SQLite (WAL, synchronous=FULL) today, PostgreSQL later.
+//   Engine    the executor. One thread owns every operation's state (Boost.Asio); actions
+//             run on a worker pool; a writer thread commits. Every transition is committed
+//             before the side effect it allows starts (the dispatch, with its idempotency
+//             key op/state[item]/attempt), and every result is committed before the next
+//             step. Concurrent operations share transactions (group commit): a
+//             transition is acknowledged only after its commit.
+//   Commands  what the CLI (and later the REST API) asks: onboard a package, create an
+//             instance, request an LCM operation, retry / rollback / fail / cancel, replay.
+//
+// SOL003 operation states: STARTING -> PROCESSING -> COMPLETED; a failure with no retry
+// left -> FAILED_TEMP; from there retry (-> PROCESSING, at the failed state), rollback
+// (-> ROLLING_BACK -> ROLLED_BACK, compensations of finished states in reverse) or fail
+// (-> FAILED). A restart resumes STARTING, PROCESSING and ROLLING_BACK operations by itself.
+//
+// Not here: the workflow language (workflows/), what actions do (actions/), the command
+// line and the terminal (engine/daemon/).
+// Threading: a Store is safe to share between threads; an Engine is driven by run() on one
+// thread, stop() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json/value.hpp>
+
+#include "actions/actions.h"
+#include "base/base.h"
+#include "workflows/workflows.h"
+
+namespace engine {
+
+namespace json = boost::json;
+
+// ---------------------------------------------------------------------------------------
+// Records
+
+enum class OpState : uint8_t {
+  kStarting,
+  kProcessing,
+  kCompleted,
+  kFailedTemp,
+  kFailed,
+  kRollingBack,
+  kRolledBack,
+};
+std::string_view to_string(OpState s);
+std::optional<OpState> parse_op_state(std::string_view s);
+bool is_final(OpState s);   // COMPLETED, FAILED, ROLLED_BACK
+bool is_active(OpState s);  // STARTING, PROCESSING, ROLLING_BACK: the daemon runs it
+
+struct PackageRecord {
+  std::string id, digest, name, provider, product, version, vnfd_id;
+  int64_t onboarded_ms = 0;
+};
+
+struct InstanceRecord {
+  std::string id, package_id, name;
+  std::string instantiation_state;  // NOT_INSTANTIATED | INSTANTIATED
+  json::value record;               // the full instance record (workflows "instance" type)
+  int64_t created_ms = 0;
+};
+
+struct OpRecord {
+  std::string id, instance_id, operation;
+  OpState state = OpState::kStarting;
+  std::string machine_digest, package_digest;
+  json::value request;
+  json::value error;   // null, or {state, class, message}
+  json::value cursor;  // the executor's position (opaque outside engine/)
+  std::string owner;   // the daemon running it; "" when none has claimed it
+  bool cancel_requested = false;
+  int64_t wake_at_ms = 0;
+  int64_t created_ms = 0, updated_ms = 0;
+};
+
+struct EventRecord {
+  std::string op_id;
+  int64_t seq = 0;
+  int64_t at_ms = 0;
+  std::string kind;   // op_processing, dispatched, succeeded, failed, retry_scheduled, ...
+  std::string state;  // full state name, "" for op-level events
+  int item = -1;      // fan-out item, -1 when none
+  int attempt = 0;
+  std::string key;   // idempotency key of a dispatch
+  json::value data;  // inputs (secrets redacted), outputs, error
+};
+
+// One transaction's worth of executor writes.
+struct Batch {
+  struct OpWrite {
+    std::string op_id;
+    std::optional<OpState> state;
+    std::optional<std::string> cursor;  // JSON text
+    bool set_error = false;
+    std::string error;  // JSON text, "" for NULL
+    std::optional<int64_t> wake_at_ms;
+    std::optional<std::string> owner;
+  };
+  struct InstanceWrite {
+    std::string instance_id;
+    std::string instantiation_state;
+    std::string record;  // JSON text
+  };
+  std::vector<OpWrite> ops;
+  std::vector<EventRecord> events;
+  std::vector<InstanceWrite> instances;
+  bool empty() const { return ops.empty() && events.empty() && instances.empty(); }
+};
+
+struct OpFilter {
+  std::string instance_id;  // "" for every instance
+  std::optional<OpState> state;
+  size_t limit = 100;
+};
+
+// ---------------------------------------------------------------------------------------
+// Store
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Applies `batches` in ONE transaction: all or nothing.
+  virtual base::Status apply(const std::vector<const Batch*>& batches) = 0;
+
+  // A package with the same digest is stored once: its record comes back.
+  virtual base::Result<PackageRecord> put_package(const PackageRecord& rec,
+                                                  const std::string& bytes) = 0;
+  virtual base::Result<PackageRecord> get_package(std::string_view id) = 0;
+  virtual base::Result<std::string> package_bytes(std::string_view id) = 0;
+  virtual base::Result<std::vector<PackageRecord>> list_packages() = 0;
+
+  virtual base::Status create_instance(const InstanceRecord& rec) = 0;
+  virtual base::Result<InstanceRecord> get_instance(std::string_view id) = 0;
+  virtual base::Result<std::vector<InstanceRecord>> list_instances() = 0;
+  // Only when no operation of the instance is active or FAILED_TEMP.
+  virtual base::Status delete_instance(std::string_view id) = 0;
+
+  virtual base::Status put_machine(const std::string& digest, const std::string& body) = 0;
+  virtual base::Result<std::string> get_machine(std::string_view digest) = 0;
+
+  // Creates `rec` (STARTING). Refused with kFailedPrecondition, naming the other
+  // operation, while the instance has one that is not final.
+  virtual base::Status create_op(const OpRecord& rec) = 0;
+  virtual base::Result<OpRecord> get_op(std::string_view id) = 0;
+  virtual base::Result<std::vector<OpRecord>> list_ops(const OpFilter& f) = 0;
+  // Moves an operation from one of `from` to `to` (clears the owner, sets the error when
+  // given); kFailedPrecondition naming the current state otherwise.
+  virtual base::Result<OpRecord> transition(std::string_view id, const std::vector<OpState>& from,
+                                            OpState to,
+                                            const std::optional<std::string>& error) = 0;
+  virtual base::Status request_cancel(std::string_view id) = 0;
+
+  // Operations the daemon should run: active, and (unless `all`) not claimed yet.
+  virtual base::Result<std::vector<OpRecord>> runnable(bool all) = 0;
+  // Active operations whose cancellation was requested.
+  virtual base::Result<std::vector<std::string>> cancel_requests() = 0;
+  virtual base::Result<std::vector<EventRecord>> history(std::string_view op_id) = 0;
+};
+
+// Opens (creating if needed) the SQLite database at `path` (WAL, synchronous=FULL).
+base::Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& path);
+
+// ---------------------------------------------------------------------------------------
+// Engine (the executor)
+
+struct EngineOptions {
+  int workers = 8;                             // threads running actions
+  std::string work_root = "/tmp/vnflow-work";  // local.exec runs in <root>/<instance>
+  std::chrono::milliseconds poll{50};          // how often new requests are read
+  size_t max_group = 1024;                     // batches per group commit
+  std::string owner = "daemon";                // written into claimed operations
+};
+
+struct EngineStats {
+  uint64_t commits = 0;  // transactions
+  uint64_t batches = 0;  // transitions committed (one per operation per commit)
+  uint64_t actions = 0;  // actions dispatched
+  uint64_t commit_failures = 0;
+  size_t running_ops = 0;
+};
+
+class Engine {
+ public:
+  Engine(Store& store, actions::Registry registry, EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Resumes every active operation, then runs new ones as they are queued, until stop().
+  void run();
+  // Same, but returns once no operation is active or queued (tests, benchmarks).
+  void run_until_idle();
+  // Stops: with `drain`, running actions finish and their results are committed; no new
+  // step starts. Active operations stay resumable either way. Any thread.
+  void stop(bool drain = true);
+  EngineStats stats() const;
+  // Called after every commit with the operations that reached a final or FAILED_TEMP
+  // state (engine thread). For tests and `op wait` in-process.
+  void on_settled(std::function<void(const std::string& op_id, OpState)> cb);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Commands (what users ask; no terminal, no CLI syntax)
+
+std::string new_id();  // a random UUID
+int64_t now_ms();      // wall clock, milliseconds since the epoch
+
+// Validates and stores a package (a .csar/.zip file or a folder). Diagnostics of an
+// invalid package go to `diags` and nothing is stored.
+base::Result<PackageRecord> onboard_package(Store& store, const std::string& path,
+                                            base::Diagnostics& diags);
+base::Result<InstanceRecord> create_instance(Store& store, std::string_view package_id,
+                                             std::string name, std::string description);
+// Checks the request (SOL003 body), compiles the operation's machine from the instance's
+// package and queues the operation (STARTING). Compile problems go to `diags`.
+base::Result<OpRecord> request_operation(Store& store, std::string_view instance_id,
+                                         std::string_view operation, const json::value& request,
+                                         base::Diagnostics& diags);
+base::Result<OpRecord> retry_operation(Store& store, std::string_view op_id);
+base::Result<OpRecord> rollback_operation(Store& store, std::string_view op_id);
+base::Result<OpRecord> fail_operation(Store& store, std::string_view op_id);
+base::Status cancel_operation(Store& store, std::string_view op_id);
+
+// The compiled machine an operation runs (pinned when it was requested).
+base::Result<std::shared_ptr<const workflows::Machine>> operation_machine(Store& store,
+                                                                          const OpRecord& op);
+
+// Replay. Re-drives `machine` (the operation's own, or one compiled from a new package)
+// against the recorded results of `op` without running anything, and reports the first
+// divergence: a state the recording does not have, a different action, a transition the
+// recording did not take. Empty `divergence` means the machine reproduces the recording.
+struct ReplayReport {
+  bool diverged = false;
+  std::string divergence;          // one line
+  std::vector<std::string> steps;  // "state -> next" lines, as re-driven
+};
+base::Result<ReplayReport> replay_dry_run(Store& store, const OpRecord& op,
+                                          const workflows::Machine& machine);
+// Starts a new operation occurrence that begins at `state` with the outputs and instance
+// record the original had there. The original must be final.
+base::Result<OpRecord> replay_from(Store& store, std::string_view op_id, std::string_view state);
+
+}  // namespace engine

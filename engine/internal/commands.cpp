@@ -1,0 +1,536 @@
+// What users ask of the engine: onboard, create, request, retry / rollback / fail /
+// cancel, replay. Each is one short transaction on the Store; the daemon does the rest.
+#include <chrono>
+#include <random>
+
+#include <boost/json.hpp>
+
+#include "engine/engine.h"
+#include "engine/internal/cursor.h"
+#include "tosca/tosca.h"
+
+namespace engine {
+
+std::string_view to_string(OpState s) {
+  switch (s) {
+    case OpState::kStarting:
+      return "STARTING";
+    case OpState::kProcessing:
+      return "PROCESSING";
+    case OpState::kCompleted:
+      return "COMPLETED";
+    case OpState::kFailedTemp:
+      return "FAILED_TEMP";
+    case OpState::kFailed:
+      return "FAILED";
+    case OpState::kRollingBack:
+      return "ROLLING_BACK";
+    case OpState::kRolledBack:
+      return "ROLLED_BACK";
+  }
+  return "?";
+}
+
+std::optional<OpState> parse_op_state(std::string_view s) {
+  for (OpState o :
+       {OpState::kStarting, OpState::kProcessing, OpState::kCompleted, OpState::kFailedTemp,
+        OpState::kFailed, OpState::kRollingBack, OpState::kRolledBack}) {
+    if (to_string(o) == s)
+      return o;
+  }
+  return std::nullopt;
+}
+
+bool is_final(OpState s) {
+  return s == OpState::kCompleted || s == OpState::kFailed || s == OpState::kRolledBack;
+}
+
+bool is_active(OpState s) {
+  return s == OpState::kStarting || s == OpState::kProcessing || s == OpState::kRollingBack;
+}
+
+std::string new_id() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  uint64_t a = rng(), b = rng();
+  a = (a & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;  // version 4
+  b = (b & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;  // variant 1
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(a >> 32),
+                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xffff),
+                static_cast<unsigned>(b >> 48),
+                static_cast<unsigned long long>(b & 0xffffffffffffULL));
+  return buf;
+}
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+base::Result<PackageRecord> onboard_package(Store& store, const std::string& path,
+                                            base::Diagnostics& diags) {
+  tosca::LoadOptions lo;
+  auto bytes = tosca::package_archive_bytes(path, lo.limits);
+  if (!bytes.ok())
+    return bytes.status();
+  std::string name = path;
+  while (name.size() > 1 && name.back() == '/')
+    name.pop_back();
+  if (auto slash = name.find_last_of('/'); slash != std::string::npos)
+    name = name.substr(slash + 1);
+  auto pkg = tosca::load_package_from_zip_bytes(name, bytes.value(), lo, diags);
+  if (pkg == nullptr || diags.has_errors())
+    return base::Status::InvalidArgument("package \"" + name +
+                                         "\" is not valid; nothing was stored");
+  // Every operation must compile before the package is accepted: a packager learns of a
+  // broken hook now, not in the middle of a heal.
+  for (const auto& fl : pkg->flavours) {
+    for (const auto& op : workflows::operations()) {
+      workflows::compile(*pkg, {op.name, fl.id}, diags);
+    }
+  }
+  if (diags.has_errors())
+    return base::Status::InvalidArgument(
+        "package \"" + name + "\" has workflows that do not compile; nothing was stored");
+  PackageRecord rec;
+  rec.id = new_id();
+  rec.digest = base::digest_hex(base::DigestAlgorithm::kSha256, bytes.value());
+  rec.name = name;
+  rec.provider = pkg->vnf.provider;
+  rec.product = pkg->vnf.product_name;
+  rec.version = pkg->vnf.software_version;
+  rec.vnfd_id = pkg->vnf.descriptor_id;
+  rec.onboarded_ms = now_ms();
+  return store.put_package(rec, bytes.value());
+}
+
+base::Result<InstanceRecord> create_instance(Store& store, std::string_view package_id,
+                                             std::string name, std::string description) {
+  auto pkg = store.get_package(package_id);
+  if (!pkg.ok())
+    return pkg.status();
+  InstanceRecord r;
+  r.id = new_id();
+  r.package_id = pkg.value().id;
+  r.name = name.empty() ? "vnf-" + r.id.substr(0, 8) : name;
+  r.instantiation_state = "NOT_INSTANTIATED";
+  r.created_ms = now_ms();
+  json::object rec{{"id", r.id},
+                   {"name", r.name},
+                   {"package_id", r.package_id},
+                   {"vnfd_id", pkg.value().vnfd_id},
+                   {"instantiation_state", "NOT_INSTANTIATED"}};
+  if (!description.empty())
+    rec["description"] = description;
+  r.record = std::move(rec);
+  base::Status s = store.create_instance(r);
+  if (!s.ok())
+    return s;
+  return r;
+}
+
+namespace {
+
+std::shared_ptr<const tosca::Package> load_stored_package(Store& store,
+                                                          const std::string& package_id,
+                                                          base::Diagnostics& diags,
+                                                          base::Status* err) {
+  auto rec = store.get_package(package_id);
+  if (!rec.ok()) {
+    *err = rec.status();
+    return nullptr;
+  }
+  auto bytes = store.package_bytes(rec.value().id);
+  if (!bytes.ok()) {
+    *err = bytes.status();
+    return nullptr;
+  }
+  tosca::LoadOptions lo;
+  lo.verify_digests = false;  // verified when it was onboarded; the bytes are the same
+  auto pkg =
+      tosca::load_package_from_zip_bytes(rec.value().name, std::move(bytes).value(), lo, diags);
+  if (pkg == nullptr || diags.has_errors()) {
+    *err = base::Status::Internal("the stored package " + package_id + " no longer loads");
+    return nullptr;
+  }
+  return pkg;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const auto& s : v)
+    out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+}  // namespace
+
+base::Result<OpRecord> request_operation(Store& store, std::string_view instance_id,
+                                         std::string_view operation, const json::value& request,
+                                         base::Diagnostics& diags) {
+  const workflows::OperationInfo* info = workflows::find_operation(operation);
+  if (info == nullptr)
+    return base::Status::InvalidArgument("unknown LCM operation \"" + std::string(operation) +
+                                         "\"");
+  auto inst = store.get_instance(instance_id);
+  if (!inst.ok())
+    return inst.status();
+  auto problems = workflows::check_request(operation, request);
+  if (!problems.empty())
+    return base::Status::InvalidArgument("malformed " + std::string(operation) +
+                                         " request: " + join(problems, "; "));
+  const InstanceRecord& ir = inst.value();
+  bool instantiated = ir.instantiation_state == "INSTANTIATED";
+  if (operation == "instantiate" && instantiated)
+    return base::Status::FailedPrecondition("VNF instance " + ir.id + " is already INSTANTIATED");
+  if (operation != "instantiate" && operation != "modify_info" && !instantiated)
+    return base::Status::FailedPrecondition("VNF instance " + ir.id +
+                                            " is NOT_INSTANTIATED; instantiate it first");
+  std::string flavour;
+  if (operation == "instantiate") {
+    flavour = std::string(request.at("flavourId").as_string());
+  } else if (const json::value* f =
+                 ir.record.is_object() ? ir.record.get_object().if_contains("flavour_id") : nullptr;
+             f != nullptr && f->is_string()) {
+    flavour = std::string(f->get_string());
+  }
+  base::Status err;
+  auto pkg = load_stored_package(store, ir.package_id, diags, &err);
+  if (pkg == nullptr)
+    return err;
+  if (flavour.empty() && pkg->flavours.size() == 1)
+    flavour = pkg->flavours[0].id;
+  if (pkg->flavour(flavour) == nullptr) {
+    std::vector<std::string> ids;
+    for (const auto& f : pkg->flavours)
+      ids.push_back(f.id);
+    return base::Status::InvalidArgument(
+        "flavourId \"" + flavour + "\" is not a flavour of the package (" + join(ids, ", ") + ")");
+  }
+  auto m = workflows::compile(*pkg, {std::string(operation), flavour}, diags);
+  if (m == nullptr)
+    return base::Status::InvalidArgument("the " + std::string(operation) +
+                                         " workflow of the package does not compile");
+  // Checks that need the VNFD.
+  const auto& vnfd = m->vnfd.as_object();
+  if (operation == "instantiate") {
+    if (const json::value* lvl = request.as_object().if_contains("instantiationLevelId")) {
+      if (!vnfd.at("levels").as_object().contains(lvl->as_string()))
+        return base::Status::InvalidArgument("instantiationLevelId \"" +
+                                             std::string(lvl->as_string()) +
+                                             "\" is not a level of flavour " + flavour);
+    }
+  }
+  if (operation == "scale") {
+    std::string aspect(request.at("aspectId").as_string());
+    if (!vnfd.at("aspects").as_object().contains(aspect))
+      return base::Status::InvalidArgument("aspectId \"" + aspect +
+                                           "\" is not a scaling aspect of flavour " + flavour);
+    std::string type(request.at("type").as_string());
+    if (type != "SCALE_OUT" && type != "SCALE_IN")
+      return base::Status::InvalidArgument("type must be SCALE_OUT or SCALE_IN, not \"" + type +
+                                           "\"");
+    if (const json::value* n = request.as_object().if_contains("numberOfSteps");
+        n && n->as_int64() < 1)
+      return base::Status::InvalidArgument("numberOfSteps must be at least 1");
+  }
+  if (operation == "terminate") {
+    std::string t(request.at("terminationType").as_string());
+    if (t != "FORCEFUL" && t != "GRACEFUL")
+      return base::Status::InvalidArgument("terminationType must be FORCEFUL or GRACEFUL, not \"" +
+                                           t + "\"");
+  }
+  std::string body = json::serialize(m->to_json());
+  base::Status s = store.put_machine(m->digest, body);
+  if (!s.ok())
+    return s;
+  OpRecord op;
+  op.id = new_id();
+  op.instance_id = ir.id;
+  op.operation = std::string(operation);
+  op.state = OpState::kStarting;
+  op.machine_digest = m->digest;
+  op.package_digest = m->package_digest;
+  op.request = request;
+  op.created_ms = now_ms();
+  s = store.create_op(op);
+  if (!s.ok())
+    return s;
+  return op;
+}
+
+base::Result<OpRecord> retry_operation(Store& store, std::string_view op_id) {
+  return store.transition(op_id, {OpState::kFailedTemp}, OpState::kProcessing, std::string());
+}
+
+base::Result<OpRecord> rollback_operation(Store& store, std::string_view op_id) {
+  return store.transition(op_id, {OpState::kFailedTemp}, OpState::kRollingBack, std::nullopt);
+}
+
+base::Result<OpRecord> fail_operation(Store& store, std::string_view op_id) {
+  return store.transition(op_id, {OpState::kFailedTemp}, OpState::kFailed, std::nullopt);
+}
+
+base::Status cancel_operation(Store& store, std::string_view op_id) {
+  return store.request_cancel(op_id);
+}
+
+base::Result<std::shared_ptr<const workflows::Machine>> operation_machine(Store& store,
+                                                                          const OpRecord& op) {
+  auto body = store.get_machine(op.machine_digest);
+  if (!body.ok())
+    return body.status();
+  boost::system::error_code ec;
+  json::value v = json::parse(body.value(), ec);
+  if (ec)
+    return base::Status::Internal("stored machine is not JSON");
+  return workflows::Machine::from_json(v);
+}
+
+// ---------------------------------------------------------------------------------------
+// Replay
+
+namespace {
+
+struct Recorded {
+  bool ok = false;
+  json::value outputs;
+  std::string action;
+  std::string cls, message;
+};
+
+}  // namespace
+
+base::Result<ReplayReport> replay_dry_run(Store& store, const OpRecord& op,
+                                          const workflows::Machine& m) {
+  auto hist = store.history(op.id);
+  if (!hist.ok())
+    return hist.status();
+  ReplayReport rep;
+  // What the recording did: the states it entered, in order, and each call's last result.
+  std::vector<std::string> recorded_path;
+  std::map<std::pair<std::string, int>, Recorded> results;
+  json::value instance;
+  bool ended = false;
+  for (const auto& e : hist.value()) {
+    if (e.kind == "op_processing" && e.data.is_object()) {
+      if (const json::value* i = e.data.get_object().if_contains("instance"))
+        instance = *i;
+    }
+    if (e.kind == "rollback_resumed" || e.kind == "compensating")
+      break;  // the forward path is what replay re-drives
+    bool enters = e.kind == "dispatched" || e.kind == "choice" || e.kind == "waiting" ||
+                  (e.kind == "op_failed_temp" && !e.state.empty()) || e.kind == "op_completed";
+    if (enters && !e.state.empty() && (recorded_path.empty() || recorded_path.back() != e.state))
+      recorded_path.push_back(e.state);
+    if (e.kind == "op_completed")
+      ended = true;
+    auto& r = results[{e.state, e.item}];
+    if (e.kind == "dispatched" && e.data.is_object()) {
+      if (const json::value* a = e.data.get_object().if_contains("action"))
+        r.action = std::string(a->as_string());
+    } else if (e.kind == "succeeded") {
+      r.ok = true;
+      r.outputs = e.data;
+    } else if (e.kind == "failed") {
+      r.ok = false;
+      if (e.data.is_object()) {
+        r.cls = std::string(e.data.at("class").as_string());
+        r.message = std::string(e.data.at("message").as_string());
+      }
+    }
+  }
+  auto cur = Cursor{};
+  cur.cur = m.start;
+  json::value request = op.request;
+  json::value opv = json::object{
+      {"id", op.id}, {"operation", op.operation}, {"instance_id", op.instance_id}, {"attempt", 1}};
+  std::vector<std::string> path;
+  auto diverge = [&](std::string why) {
+    rep.diverged = true;
+    rep.divergence = std::move(why);
+  };
+  for (int guard = 0; guard < 10000 && !rep.diverged; ++guard) {
+    if (cur.cur < 0 || static_cast<size_t>(cur.cur) >= m.states.size()) {
+      diverge("the machine has no state at this point");
+      break;
+    }
+    const workflows::State& s = m.states[static_cast<size_t>(cur.cur)];
+    workflows::Scope sc;
+    sc.request = &request;
+    sc.instance = &instance;
+    sc.vnfd = &m.vnfd;
+    sc.op = &opv;
+    sc.outputs = &cur.outputs;
+    sc.segment = s.segment;
+    bool final_succeed = s.kind == workflows::StateKind::kSucceed && s.next < 0;
+    if (s.kind != workflows::StateKind::kSucceed || final_succeed) {
+      size_t n = path.size();
+      path.push_back(s.name);
+      if (n >= recorded_path.size()) {
+        if (!ended)
+          break;  // the recording stops here (the operation is still running or failed)
+        diverge("the machine goes on to \"" + s.name + "\"; the recording ended after \"" +
+                (recorded_path.empty() ? std::string("(nothing)") : recorded_path.back()) + "\"");
+        break;
+      }
+      if (recorded_path[n] != s.name) {
+        diverge("step " + std::to_string(n + 1) + ": the machine enters \"" + s.name +
+                "\"; the recording entered \"" + recorded_path[n] + "\"");
+        break;
+      }
+    }
+    switch (s.kind) {
+      case workflows::StateKind::kSucceed:
+        if (final_succeed) {
+          rep.steps.push_back(s.name + " -> COMPLETED");
+          guard = 1 << 20;
+          break;
+        }
+        cur.cur = s.next;
+        continue;
+      case workflows::StateKind::kFail:
+        rep.steps.push_back(s.name + " -> FAILED_TEMP");
+        guard = 1 << 20;
+        break;
+      case workflows::StateKind::kWait:
+        rep.steps.push_back(s.name + " -> " + m.states[static_cast<size_t>(s.next)].name);
+        cur.cur = s.next;
+        continue;
+      case workflows::StateKind::kChoice: {
+        int next = s.next;
+        for (const auto& c : s.choices) {
+          auto v = workflows::evaluate(*c.expr, sc);
+          if (!v.ok() || !v.value().is_bool()) {
+            diverge(s.name + ": when ${" + c.condition +
+                    "} cannot be evaluated on the recorded values: " +
+                    (v.ok() ? std::string("not a boolean") : v.status().message()));
+            break;
+          }
+          if (v.value().get_bool()) {
+            next = c.next;
+            break;
+          }
+        }
+        if (rep.diverged)
+          break;
+        rep.steps.push_back(s.name + " -> " + m.states[static_cast<size_t>(next)].name);
+        cur.cur = next;
+        continue;
+      }
+      case workflows::StateKind::kAction: {
+        json::array values{nullptr};
+        if (s.for_each_expr) {
+          auto v = workflows::evaluate(*s.for_each_expr, sc);
+          if (!v.ok() || !v.value().is_array()) {
+            diverge(s.name + ": for_each cannot be evaluated on the recorded values");
+            break;
+          }
+          values = v.value().get_array();
+        }
+        json::array outs;
+        bool failed = false;
+        for (size_t i = 0; i < values.size(); ++i) {
+          int item = s.for_each.empty() ? -1 : static_cast<int>(i);
+          auto it = results.find({s.name, item});
+          if (it == results.end()) {
+            if (!ended && path.size() >= recorded_path.size()) {
+              failed = true;  // recording stops inside this state
+              break;
+            }
+            diverge(s.name + (item >= 0 ? "[" + std::to_string(item) + "]" : "") +
+                    ": the machine calls it; the recording has no such call");
+            break;
+          }
+          if (!it->second.action.empty() && it->second.action != s.action) {
+            diverge(s.name + ": the machine runs \"" + s.action + "\"; the recording ran \"" +
+                    it->second.action + "\"");
+            break;
+          }
+          if (actions::is_instance_action(s.action)) {
+            sc.item = s.for_each.empty() ? nullptr : &values[i];
+            sc.item_name = s.as;
+            auto in = s.with.evaluate(sc);
+            if (in.ok() && in.value().is_object())
+              actions::run_instance_action(s.action, in.value().get_object(), instance);
+          }
+          if (!it->second.ok) {
+            failed = true;
+            break;
+          }
+          outs.push_back(it->second.outputs);
+        }
+        if (rep.diverged)
+          break;
+        if (failed) {
+          if (s.on_failure >= 0 && ended) {
+            rep.steps.push_back(s.name + " -> " + m.states[static_cast<size_t>(s.on_failure)].name +
+                                " (failure)");
+            cur.cur = s.on_failure;
+            continue;
+          }
+          rep.steps.push_back(s.name + " -> (recording ends here)");
+          guard = 1 << 20;
+          break;
+        }
+        cur.outputs[s.name] =
+            s.for_each.empty() ? (outs.empty() ? json::value() : outs[0]) : json::value(outs);
+        rep.steps.push_back(s.name + " -> " + m.states[static_cast<size_t>(s.next)].name);
+        cur.cur = s.next;
+        continue;
+      }
+    }
+    if (guard >= (1 << 20))
+      break;
+  }
+  return rep;
+}
+
+base::Result<OpRecord> replay_from(Store& store, std::string_view op_id, std::string_view state) {
+  auto op = store.get_op(op_id);
+  if (!op.ok())
+    return op.status();
+  if (!is_final(op.value().state))
+    return base::Status::FailedPrecondition(
+        "operation " + std::string(op_id) + " is " + std::string(to_string(op.value().state)) +
+        "; replay --from starts a new occurrence after a final state "
+        "(COMPLETED, FAILED, ROLLED_BACK)");
+  auto m = operation_machine(store, op.value());
+  if (!m.ok())
+    return m.status();
+  int idx = m.value()->find(state);
+  if (idx < 0) {
+    std::vector<std::string> names;
+    for (const auto& s : m.value()->states)
+      names.push_back(s.name);
+    std::string msg = "no state \"" + std::string(state) + "\" in the operation's machine";
+    std::string hint = base::closest_match(state, names);
+    if (!hint.empty())
+      msg += "; did you mean \"" + hint + "\"?";
+    return base::Status::InvalidArgument(msg);
+  }
+  Cursor c;
+  c.cur = idx;
+  if (op.value().cursor.is_object()) {
+    auto old = Cursor::from_json(op.value().cursor);
+    if (old.ok())
+      c.outputs = old.value().outputs;
+  }
+  OpRecord n;
+  n.id = new_id();
+  n.instance_id = op.value().instance_id;
+  n.operation = op.value().operation;
+  n.state = OpState::kStarting;
+  n.machine_digest = op.value().machine_digest;
+  n.package_digest = op.value().package_digest;
+  n.request = op.value().request;
+  n.cursor = c.to_json();
+  n.created_ms = now_ms();
+  base::Status s = store.create_op(n);
+  if (!s.ok())
+    return s;
+  return n;
+}
+
+}  // namespace engine

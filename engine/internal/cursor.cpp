@@ -1,0 +1,103 @@
+#include "engine/internal/cursor.h"
+
+namespace engine {
+
+namespace {
+
+json::value item_json(const Item& it) {
+  json::object o{{"s", static_cast<int>(it.status)}, {"a", it.attempt}};
+  if (!it.inputs.is_null())
+    o["in"] = it.inputs;
+  if (!it.outputs.is_null())
+    o["o"] = it.outputs;
+  if (it.wake_ms != 0)
+    o["w"] = it.wake_ms;
+  if (!it.cls.empty())
+    o["c"] = it.cls;
+  if (!it.msg.empty())
+    o["m"] = it.msg;
+  return o;
+}
+
+Item item_from(const json::value& v) {
+  Item it;
+  if (!v.is_object())
+    return it;
+  const auto& o = v.get_object();
+  if (auto* s = o.if_contains("s"); s && s->is_int64())
+    it.status = static_cast<ItemStatus>(s->get_int64());
+  if (auto* a = o.if_contains("a"); a && a->is_int64())
+    it.attempt = static_cast<int>(a->get_int64());
+  if (auto* x = o.if_contains("in"))
+    it.inputs = *x;
+  if (auto* x = o.if_contains("o"))
+    it.outputs = *x;
+  if (auto* w = o.if_contains("w"); w && w->is_int64())
+    it.wake_ms = w->get_int64();
+  if (auto* c = o.if_contains("c"); c && c->is_string())
+    it.cls = std::string(c->get_string());
+  if (auto* m = o.if_contains("m"); m && m->is_string())
+    it.msg = std::string(m->get_string());
+  return it;
+}
+
+}  // namespace
+
+json::value Cursor::to_json() const {
+  json::array its;
+  for (const auto& it : items)
+    its.push_back(item_json(it));
+  json::array ds;
+  for (const auto& d : done)
+    ds.push_back(json::object{{"s", d.state}, {"i", d.item}, {"o", d.outputs}, {"v", d.value}});
+  json::object o{{"cur", cur}, {"started", started}, {"seq", seq}, {"items", std::move(its)}};
+  if (!values.empty())
+    o["values"] = values;
+  if (!ds.empty())
+    o["done"] = std::move(ds);
+  if (rb_started) {
+    o["rb"] = rb;
+    o["rb_item"] = item_json(rb_item);
+  }
+  o["outputs"] = outputs;
+  return o;
+}
+
+base::Result<Cursor> Cursor::from_json(const json::value& v) {
+  if (!v.is_object())
+    return base::Status::InvalidArgument("the stored cursor is not an object");
+  const auto& o = v.get_object();
+  Cursor c;
+  try {
+    c.cur = static_cast<int>(o.at("cur").as_int64());
+    c.started = o.at("started").as_bool();
+    c.seq = o.at("seq").as_int64();
+    for (const auto& it : o.at("items").as_array())
+      c.items.push_back(item_from(it));
+    if (auto* vals = o.if_contains("values"))
+      c.values = vals->as_array();
+    if (auto* ds = o.if_contains("done")) {
+      for (const auto& d : ds->as_array()) {
+        Done x;
+        x.state = static_cast<int>(d.at("s").as_int64());
+        x.item = static_cast<int>(d.at("i").as_int64());
+        x.outputs = d.at("o");
+        x.value = d.at("v");
+        c.done.push_back(std::move(x));
+      }
+    }
+    if (auto* rb = o.if_contains("rb")) {
+      c.rb_started = true;
+      c.rb = static_cast<int>(rb->as_int64());
+      c.rb_item = item_from(o.at("rb_item"));
+    }
+    if (auto* outs = o.if_contains("outputs"))
+      c.outputs = outs->as_object();
+  } catch (const std::exception& e) {
+    return base::Status::InvalidArgument(std::string("the stored cursor is malformed: ") +
+                                         e.what());
+  }
+  return c;
+}
+
+}  // namespace engine

@@ -1,0 +1,58 @@
+// The executor's position in one operation, stored as JSON in ops.cursor and rewritten by
+// every commit of the operation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "base/base.h"
+
+namespace engine {
+
+namespace json = boost::json;
+
+enum class ItemStatus : uint8_t {
+  kPending = 0,
+  kDispatched = 1,
+  kDone = 2,
+  kFailed = 3,
+  kWaiting = 4
+};
+
+// One action call of the current state (one per fan-out item).
+struct Item {
+  ItemStatus status = ItemStatus::kPending;
+  int attempt = 1;
+  json::value inputs;    // while dispatched: what the action was given
+  json::value outputs;   // when done
+  int64_t wake_ms = 0;   // when waiting: the durable timer
+  std::string cls, msg;  // when failed
+};
+
+// A finished action of a state with a compensation, for rollback.
+struct Done {
+  int state = 0;
+  int item = 0;
+  json::value outputs;
+  json::value value;  // the fan-out item
+};
+
+struct Cursor {
+  int cur = 0;
+  bool started = false;
+  json::array values;  // fan-out items of the current state (evaluated once)
+  std::vector<Item> items;
+  std::vector<Done> done;
+  bool rb_started = false;
+  int rb = -1;
+  Item rb_item;
+  int64_t seq = 0;  // last event number
+  json::object outputs;
+
+  json::value to_json() const;
+  static base::Result<Cursor> from_json(const json::value& v);
+};
+
+}  // namespace engine

@@ -1,0 +1,702 @@
+// The SQLite Store: one file, WAL, synchronous=FULL. A write connection (the executor's
+// writer thread and commands) and a read connection (polls, history), each behind a mutex.
+#include <mutex>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <boost/json.hpp>
+#include <sqlite3.h>
+
+#include "engine/engine.h"
+
+namespace engine {
+
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+constexpr const char* kSchema = R"SQL(
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS packages(
+  id TEXT PRIMARY KEY, digest TEXT NOT NULL UNIQUE, name TEXT, provider TEXT, product TEXT,
+  version TEXT, vnfd_id TEXT, onboarded_ms INTEGER NOT NULL, bytes BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS instances(
+  id TEXT PRIMARY KEY, package_id TEXT NOT NULL REFERENCES packages(id), name TEXT,
+  instantiation_state TEXT NOT NULL, record TEXT NOT NULL, created_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS machines(digest TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS ops(
+  id TEXT PRIMARY KEY, instance_id TEXT NOT NULL REFERENCES instances(id),
+  operation TEXT NOT NULL, state TEXT NOT NULL,
+  machine TEXT NOT NULL REFERENCES machines(digest), package_digest TEXT NOT NULL,
+  request TEXT NOT NULL, error TEXT, cursor TEXT, owner TEXT,
+  cancel_requested INTEGER NOT NULL DEFAULT 0, wake_at_ms INTEGER NOT NULL DEFAULT 0,
+  created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS ops_one_open_per_instance ON ops(instance_id)
+  WHERE state IN ('STARTING', 'PROCESSING', 'FAILED_TEMP', 'ROLLING_BACK');
+CREATE INDEX IF NOT EXISTS ops_active ON ops(state)
+  WHERE state IN ('STARTING', 'PROCESSING', 'ROLLING_BACK');
+CREATE INDEX IF NOT EXISTS ops_by_instance ON ops(instance_id, created_ms);
+CREATE TABLE IF NOT EXISTS events(
+  op_id TEXT NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL, kind TEXT NOT NULL,
+  state TEXT, item INTEGER, attempt INTEGER, key TEXT, data TEXT,
+  PRIMARY KEY(op_id, seq)) WITHOUT ROWID;
+)SQL";
+
+constexpr const char* kOpColumns =
+    "id, instance_id, operation, state, machine, package_digest, request, error, cursor, "
+    "owner, cancel_requested, wake_at_ms, created_ms, updated_ms";
+
+json::value parse_or_null(const std::string& s) {
+  if (s.empty())
+    return nullptr;
+  boost::system::error_code ec;
+  json::value v = json::parse(s, ec);
+  return ec ? json::value(nullptr) : v;
+}
+
+std::string text(SQLite::Statement& st, int i) {
+  auto c = st.getColumn(i);
+  return c.isNull() ? std::string() : c.getString();
+}
+
+OpRecord read_op(SQLite::Statement& st) {
+  OpRecord r;
+  r.id = text(st, 0);
+  r.instance_id = text(st, 1);
+  r.operation = text(st, 2);
+  r.state = parse_op_state(text(st, 3)).value_or(OpState::kFailed);
+  r.machine_digest = text(st, 4);
+  r.package_digest = text(st, 5);
+  r.request = parse_or_null(text(st, 6));
+  r.error = parse_or_null(text(st, 7));
+  r.cursor = parse_or_null(text(st, 8));
+  r.owner = text(st, 9);
+  r.cancel_requested = st.getColumn(10).getInt() != 0;
+  r.wake_at_ms = st.getColumn(11).getInt64();
+  r.created_ms = st.getColumn(12).getInt64();
+  r.updated_ms = st.getColumn(13).getInt64();
+  return r;
+}
+
+PackageRecord read_package(SQLite::Statement& st) {
+  PackageRecord p;
+  p.id = text(st, 0);
+  p.digest = text(st, 1);
+  p.name = text(st, 2);
+  p.provider = text(st, 3);
+  p.product = text(st, 4);
+  p.version = text(st, 5);
+  p.vnfd_id = text(st, 6);
+  p.onboarded_ms = st.getColumn(7).getInt64();
+  return p;
+}
+
+InstanceRecord read_instance(SQLite::Statement& st) {
+  InstanceRecord r;
+  r.id = text(st, 0);
+  r.package_id = text(st, 1);
+  r.name = text(st, 2);
+  r.instantiation_state = text(st, 3);
+  r.record = parse_or_null(text(st, 4));
+  r.created_ms = st.getColumn(5).getInt64();
+  return r;
+}
+
+std::string active_list() {
+  return "('STARTING', 'PROCESSING', 'ROLLING_BACK')";
+}
+
+class SqliteStore : public Store {
+ public:
+  explicit SqliteStore(const std::string& path)
+      : w_(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX, 10000),
+        r_(path, SQLite::OPEN_READWRITE | SQLite::OPEN_FULLMUTEX, 10000) {}
+
+  base::Status init() {
+    return guard([&] {
+      w_.exec("PRAGMA journal_mode=WAL");
+      w_.exec("PRAGMA synchronous=FULL");
+      w_.exec("PRAGMA foreign_keys=ON");
+      r_.exec("PRAGMA foreign_keys=ON");
+      w_.exec("BEGIN IMMEDIATE");
+      try {
+        w_.exec(kSchema);
+        SQLite::Statement q(w_, "SELECT value FROM meta WHERE key = 'schema_version'");
+        if (q.executeStep()) {
+          int v = std::stoi(q.getColumn(0).getString());
+          if (v > kSchemaVersion) {
+            w_.exec("ROLLBACK");
+            return base::Status::FailedPrecondition(
+                "the database was written by a newer vnflow (schema " + std::to_string(v) + ")");
+          }
+        } else {
+          SQLite::Statement ins(w_, "INSERT INTO meta(key, value) VALUES('schema_version', ?)");
+          ins.bind(1, std::to_string(kSchemaVersion));
+          ins.exec();
+        }
+        w_.exec("COMMIT");
+      } catch (...) {
+        w_.exec("ROLLBACK");
+        throw;
+      }
+      upd_op_ = std::make_unique<SQLite::Statement>(
+          w_,
+          "UPDATE ops SET state = COALESCE(?2, state), cursor = COALESCE(?3, cursor),"
+          " error = CASE WHEN ?4 THEN ?5 ELSE error END, wake_at_ms = COALESCE(?6, wake_at_ms),"
+          " owner = COALESCE(?7, owner), updated_ms = ?8 WHERE id = ?1");
+      ins_event_ = std::make_unique<SQLite::Statement>(
+          w_,
+          "INSERT INTO events(op_id, seq, at_ms, kind, state, item, attempt, key, data)"
+          " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      upd_inst_ = std::make_unique<SQLite::Statement>(
+          w_, "UPDATE instances SET instantiation_state = ?2, record = ?3 WHERE id = ?1");
+      return base::Status::Ok();
+    });
+  }
+
+  base::Status apply(const std::vector<const Batch*>& batches) override {
+    std::lock_guard<std::mutex> lock(wmu_);
+    return guard([&] {
+      w_.exec("BEGIN IMMEDIATE");
+      try {
+        int64_t now = now_ms();
+        for (const Batch* b : batches) {
+          for (const auto& e : b->events) {
+            auto& st = *ins_event_;
+            st.reset();
+            st.bind(1, e.op_id);
+            st.bind(2, static_cast<int64_t>(e.seq));
+            st.bind(3, static_cast<int64_t>(e.at_ms));
+            st.bind(4, e.kind);
+            bind_text_or_null(st, 5, e.state);
+            if (e.item >= 0)
+              st.bind(6, e.item);
+            else
+              st.bind(6);
+            st.bind(7, e.attempt);
+            bind_text_or_null(st, 8, e.key);
+            if (e.data.is_null())
+              st.bind(9);
+            else
+              st.bind(9, json::serialize(e.data));
+            st.exec();
+          }
+          for (const auto& o : b->ops) {
+            auto& st = *upd_op_;
+            st.reset();
+            st.bind(1, o.op_id);
+            if (o.state)
+              st.bind(2, std::string(to_string(*o.state)));
+            else
+              st.bind(2);
+            if (o.cursor)
+              st.bind(3, *o.cursor);
+            else
+              st.bind(3);
+            st.bind(4, o.set_error ? 1 : 0);
+            bind_text_or_null(st, 5, o.error);
+            if (o.wake_at_ms)
+              st.bind(6, static_cast<int64_t>(*o.wake_at_ms));
+            else
+              st.bind(6);
+            if (o.owner)
+              st.bind(7, *o.owner);
+            else
+              st.bind(7);
+            st.bind(8, static_cast<int64_t>(now));
+            if (st.exec() != 1)
+              throw std::runtime_error("no operation " + o.op_id);
+          }
+          for (const auto& i : b->instances) {
+            auto& st = *upd_inst_;
+            st.reset();
+            st.bind(1, i.instance_id);
+            st.bind(2, i.instantiation_state);
+            st.bind(3, i.record);
+            st.exec();
+          }
+        }
+        w_.exec("COMMIT");
+      } catch (...) {
+        try {
+          w_.exec("ROLLBACK");
+        } catch (...) {
+        }
+        throw;
+      }
+      return base::Status::Ok();
+    });
+  }
+
+  base::Result<PackageRecord> put_package(const PackageRecord& rec,
+                                          const std::string& bytes) override {
+    std::lock_guard<std::mutex> lock(wmu_);
+    PackageRecord out;
+    base::Status s = guard([&] {
+      SQLite::Statement q(
+          w_,
+          "SELECT id, digest, name, provider, product, version, vnfd_id, onboarded_ms"
+          " FROM packages WHERE digest = ?");
+      q.bind(1, rec.digest);
+      if (q.executeStep()) {
+        out = read_package(q);
+        return base::Status::Ok();
+      }
+      SQLite::Statement ins(w_,
+                            "INSERT INTO packages(id, digest, name, provider, product, version,"
+                            " vnfd_id, onboarded_ms, bytes) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      ins.bind(1, rec.id);
+      ins.bind(2, rec.digest);
+      ins.bind(3, rec.name);
+      ins.bind(4, rec.provider);
+      ins.bind(5, rec.product);
+      ins.bind(6, rec.version);
+      ins.bind(7, rec.vnfd_id);
+      ins.bind(8, static_cast<int64_t>(rec.onboarded_ms));
+      ins.bind(9, bytes.data(), static_cast<int>(bytes.size()));
+      ins.exec();
+      out = rec;
+      return base::Status::Ok();
+    });
+    if (!s.ok())
+      return s;
+    return out;
+  }
+
+  base::Result<PackageRecord> get_package(std::string_view id) override {
+    std::lock_guard<std::mutex> lock(rmu_);
+    PackageRecord out;
+    base::Status s = guard([&] {
+      SQLite::Statement q(
+          r_,
+          "SELECT id, digest, name, provider, product, version, vnfd_id, onboarded_ms"
+          " FROM packages WHERE id = ?1 OR digest = ?1");
+      q.bind(1, std::string(id));
+      if (!q.executeStep())
+        return base::Status::NotFound("no package \"" + std::string(id) + "\"");
+      out = read_package(q);
+      return base::Status::Ok();
+    });
+    if (!s.ok())
+      return s;
+    return out;
+  }
+
+  base::Result<std::string> package_bytes(std::string_view id) override {
+    std::lock_guard<std::mutex> lock(rmu_);
+    std::string out;
+    base::Status s = guard([&] {
+      SQLite::Statement q(r_, "SELECT bytes FROM packages WHERE id = ?");
+      q.bind(1, std::string(id));
+      if (!q.executeStep())
+        return base::Status::NotFound("no package \"" + std::string(id) + "\"");
+      auto c = q.getColumn(0);
+      out.assign(static_cast<const char*>(c.getBlob()), static_cast<size_t>(c.getBytes()));
+      return base::Status::Ok();
+    });
+    if (!s.ok())
+      return s;
+    return out;
+  }
+
+  base::Result<std::vector<PackageRecord>> list_packages() override {
+    std::lock_guard<std::mutex> lock(rmu_);
+    std::vector<PackageRecord> out;
+    base::Status s = guard([&] {
+      SQLite::Statement q(
+          r_,
+          "SELECT id, digest, name, provider, product, version, vnfd_id, onboarded_ms"
+          " FROM packages ORDER BY onboarded_ms");
+      while (q.executeStep())
+        out.push_back(read_package(q));
+      return base::Status::Ok();
+    });
+    if (!s.ok())
+      return s;
+    return out;
+  }
+
+  base::Status create_instance(const InstanceRecord& rec) override {
+    std::lock_guard<std::mutex> lock(wmu_);
+    return guard([&] {
+      SQLite::Statement ins(w_,
+                            "INSERT INTO instances(id, package_id, name, instantiation_state,"
+                            " record, created_ms) VALUES(?, ?, ?, ?, ?, ?)");
+      ins.bind(1, rec.id);
+      ins.bind(2, rec.package_id);
+      ins.bind(3, rec.name);
+      ins.bind(4, rec.instantiation_state);
+      ins.bind(5, json::serialize(rec.record));
+      ins.bind(6, static_cast<int64_t>(rec.created_ms));
+      ins.exec();
+      return base::Status::Ok();
+    });
+  }
+
+  base::Result<InstanceRecord> get_instance(std::string_view id) override {
+    std::lock_guard<std::mutex> lock(rmu_);
+    InstanceRecord out;
+    base::Status s = guard([&] {
+      SQLite::Statement q(r_,
+                          "SELECT id, package_id, name, instantiation_state, record, created_ms"
+                          " FROM instances WHERE id = ?");
+      q.bind(1, std::string(id));
+      if (!q.executeStep())
+        return base::Status::NotFound("no VNF instance \"" + std::string(id) + "\"");
+      out = read_instance(q);
+      return base::Status::Ok();
+    });
+    if (!s.ok())
+      return s;
+    return out;
+  }
+
+  base::Result<std::vector<InstanceRecord>> list_instances() override {
+    std::lock_guard<std::mutex> lock(rmu_);
+    std::vector<InstanceRecord> out;
+    base::Status s = guard([&] {
+      SQLite::Statement q(r_,
+                          "SELECT id, package_id, name, instantiation_state, record, created_ms"
+                          " FROM instances ORDER BY created_ms");
+      while (q.executeStep())
+        out.push_back(read_instance(q));
+      return base::Status::Ok();
+    });
+    if (!s.ok())
+      return s;
+    return out;
+  }
+
+  base::Status delete_instance(std::string_view id) override {
+    std::lock_guard<std::mutex> lock(wmu_);
+    return guard([&] {
+      w_.exec("BEGIN IMMEDIATE");
+      try {
+        SQLite::Statement q(w_, "SELECT instantiation_state FROM instances WHERE id = ?");
+        q.bind(1, std::string(id));
+        if (!q.executeStep()) {
+          w_.exec("ROLLBACK");
+          return base::Status::NotFound("no VNF instance \"" + std::string(id) + "\"");
+        }
+        if (q.getColumn(0).getString() != "NOT_INSTANTIATED") {
+          w_.exec("ROLLBACK");
+          return base::Status::FailedPrecondition("VNF instance " + std::string(id) +
+                                                  " is INSTANTIATED; terminate it first");
+        }
+        SQLite::Statement open(w_,
+                               "SELECT id, state FROM ops WHERE instance_id = ? AND state IN"
+                               " ('STARTING', 'PROCESSING', 'FAILED_TEMP', 'ROLLING_BACK')");
+        open.bind(1, std::string(id));
+        if (open.executeStep()) {
+          std::string msg = "VNF instance " + std::string(id) + " has operation " +
+                            open.getColumn(0).getString() + " in " + open.getColumn(1).getString();
+          w_.exec("ROLLBACK");
+          return base::Status::FailedPrecondition(msg);
+        }
+        for (const char* sql :
+             {"DELETE FROM events WHERE op_id IN (SELECT id FROM ops WHERE instance_id = ?)",
+              "DELETE FROM ops WHERE instance_id = ?", "DELETE FROM instances WHERE id = ?"}) {
+          SQLite::Statement d(w_, sql);
+          d.bind(1, std::string(id));
+          d.exec();
+        }
+        w_.exec("COMMIT");
+      } catch (...) {
+        w_.exec("ROLLBACK");
+        throw;
+      }
+      return base::Status::Ok();
+    });
+  }
+
+  base::Status put_machine(const std::string& digest, const std::string& body) override {
+    std::lock_guard<std::mutex> lock(wmu_);
+    return guard([&] {
+      SQLite::Statement ins(w_, "INSERT OR IGNORE INTO machines(digest, body) VALUES(?, ?)");
+      ins.bind(1, digest);
+      ins.bind(2, body);
+      ins.exec();
+      return base::Status::Ok();
+    });
+  }
+
+  base::Result<std::string> get_machine(std::string_view digest) override {
+    std::lock_guard<std::mutex> lock(rmu_);
+    std::string out;
+    base::Status s = guard([&] {
+      SQLite::Statement q(r_, "SELECT body FROM machines WHERE digest = ?");
+      q.bind(1, std::string(digest));
+      if (!q.executeStep())
+        return base::Status::NotFound("no stored machine " + std::string(digest));
+      out = q.getColumn(0).getString();
+      return base::Status::Ok();
+    });
+    if (!s.ok())
+      return s;
+    return out;
+  }
+
+  base::Status create_op(const OpRecord& rec) override {
+    std::lock_guard<std::mutex> lock(wmu_);
+    return guard([&] {
+      w_.exec("BEGIN IMMEDIATE");
+      try {
+        SQLite::Statement open(
+            w_,
+            "SELECT id, state, operation FROM ops WHERE instance_id = ? AND state IN"
+            " ('STARTING', 'PROCESSING', 'FAILED_TEMP', 'ROLLING_BACK')");
+        open.bind(1, rec.instance_id);
+        if (open.executeStep()) {
+          std::string msg = "VNF instance " + rec.instance_id + " already has operation " +
+                            open.getColumn(0).getString() + " (" + open.getColumn(2).getString() +
+                            ") in " + open.getColumn(1).getString() +
+                            "; one operation at a time per instance";
+          w_.exec("ROLLBACK");
+          return base::Status::FailedPrecondition(msg);
+        }
+        SQLite::Statement ins(w_, std::string("INSERT INTO ops(") + kOpColumns +
+                                      ") VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, 0, ?, ?)");
+        ins.bind(1, rec.id);
+        ins.bind(2, rec.instance_id);
+        ins.bind(3, rec.operation);
+        ins.bind(4, std::string(to_string(rec.state)));
+        ins.bind(5, rec.machine_digest);
+        ins.bind(6, rec.package_digest);
+        ins.bind(7, json::serialize(rec.request));
+        if (rec.error.is_null())
+          ins.bind(8);
+        else
+          ins.bind(8, json::serialize(rec.error));
+        if (rec.cursor.is_null())
+          ins.bind(9);
+        else
+          ins.bind(9, json::serialize(rec.cursor));
+        ins.bind(10, static_cast<int64_t>(rec.created_ms));
+        ins.bind(11, static_cast<int64_t>(rec.created_ms));
+        ins.exec();
+        w_.exec("COMMIT");
+      } catch (...) {
+        w_.exec("ROLLBACK");
+        throw;
+      }
+      return base::Status::Ok();
+    });
+  }
+
+  base::Result<OpRecord> get_op(std::string_view id) override {
+    std::lock_guard<std::mutex> lock(rmu_);
+    return get_op_locked(r_, id);
+  }
+
+  base::Result<std::vector<OpRecord>> list_ops(const OpFilter& f) override {
+    std::lock_guard<std::mutex> lock(rmu_);
+    std::vector<OpRecord> out;
+    base::Status s = guard([&] {
+      std::string sql = std::string("SELECT ") + kOpColumns + " FROM ops WHERE 1 = 1";
+      if (!f.instance_id.empty())
+        sql += " AND instance_id = ?1";
+      if (f.state)
+        sql += " AND state = ?2";
+      sql += " ORDER BY created_ms DESC, id LIMIT ?3";
+      SQLite::Statement q(r_, sql);
+      if (!f.instance_id.empty())
+        q.bind(1, f.instance_id);
+      if (f.state)
+        q.bind(2, std::string(to_string(*f.state)));
+      q.bind(3, static_cast<int64_t>(f.limit));
+      while (q.executeStep())
+        out.push_back(read_op(q));
+      return base::Status::Ok();
+    });
+    if (!s.ok())
+      return s;
+    return out;
+  }
+
+  base::Result<OpRecord> transition(std::string_view id, const std::vector<OpState>& from,
+                                    OpState to, const std::optional<std::string>& error) override {
+    std::lock_guard<std::mutex> lock(wmu_);
+    base::Status s = guard([&] {
+      w_.exec("BEGIN IMMEDIATE");
+      try {
+        auto cur = get_op_locked(w_, id);
+        if (!cur.ok()) {
+          w_.exec("ROLLBACK");
+          return cur.status();
+        }
+        bool allowed = false;
+        std::string list;
+        for (OpState f : from) {
+          allowed = allowed || cur.value().state == f;
+          list += (list.empty() ? "" : " or ") + std::string(to_string(f));
+        }
+        if (!allowed) {
+          w_.exec("ROLLBACK");
+          return base::Status::FailedPrecondition("operation " + std::string(id) + " is " +
+                                                  std::string(to_string(cur.value().state)) +
+                                                  "; this needs " + list);
+        }
+        SQLite::Statement u(
+            w_,
+            "UPDATE ops SET state = ?2, owner = NULL, cancel_requested = 0,"
+            " updated_ms = ?3, error = CASE WHEN ?4 THEN ?5 ELSE error END WHERE id = ?1");
+        u.bind(1, std::string(id));
+        u.bind(2, std::string(to_string(to)));
+        u.bind(3, static_cast<int64_t>(now_ms()));
+        u.bind(4, error ? 1 : 0);
+        if (error && !error->empty())
+          u.bind(5, *error);
+        else
+          u.bind(5);
+        u.exec();
+        w_.exec("COMMIT");
+      } catch (...) {
+        w_.exec("ROLLBACK");
+        throw;
+      }
+      return base::Status::Ok();
+    });
+    if (!s.ok())
+      return s;
+    std::lock_guard<std::mutex> rlock(rmu_);
+    return get_op_locked(r_, id);
+  }
+
+  base::Status request_cancel(std::string_view id) override {
+    std::lock_guard<std::mutex> lock(wmu_);
+    return guard([&] {
+      SQLite::Statement u(
+          w_, "UPDATE ops SET cancel_requested = 1 WHERE id = ? AND state = 'PROCESSING'");
+      u.bind(1, std::string(id));
+      if (u.exec() == 1)
+        return base::Status::Ok();
+      auto cur = get_op_locked(w_, id);
+      if (!cur.ok())
+        return cur.status();
+      return base::Status::FailedPrecondition("operation " + std::string(id) + " is " +
+                                              std::string(to_string(cur.value().state)) +
+                                              "; only a PROCESSING operation can be cancelled");
+    });
+  }
+
+  base::Result<std::vector<OpRecord>> runnable(bool all) override {
+    std::lock_guard<std::mutex> lock(rmu_);
+    std::vector<OpRecord> out;
+    base::Status s = guard([&] {
+      std::string sql =
+          std::string("SELECT ") + kOpColumns + " FROM ops WHERE state IN " + active_list();
+      if (!all)
+        sql += " AND owner IS NULL";
+      sql += " ORDER BY created_ms";
+      SQLite::Statement q(r_, sql);
+      while (q.executeStep())
+        out.push_back(read_op(q));
+      return base::Status::Ok();
+    });
+    if (!s.ok())
+      return s;
+    return out;
+  }
+
+  base::Result<std::vector<std::string>> cancel_requests() override {
+    std::lock_guard<std::mutex> lock(rmu_);
+    std::vector<std::string> out;
+    base::Status s = guard([&] {
+      SQLite::Statement q(
+          r_, "SELECT id FROM ops WHERE state IN " + active_list() + " AND cancel_requested = 1");
+      while (q.executeStep())
+        out.push_back(q.getColumn(0).getString());
+      return base::Status::Ok();
+    });
+    if (!s.ok())
+      return s;
+    return out;
+  }
+
+  base::Result<std::vector<EventRecord>> history(std::string_view op_id) override {
+    std::lock_guard<std::mutex> lock(rmu_);
+    std::vector<EventRecord> out;
+    base::Status s = guard([&] {
+      SQLite::Statement q(r_,
+                          "SELECT op_id, seq, at_ms, kind, state, item, attempt, key, data"
+                          " FROM events WHERE op_id = ? ORDER BY seq");
+      q.bind(1, std::string(op_id));
+      while (q.executeStep()) {
+        EventRecord e;
+        e.op_id = text(q, 0);
+        e.seq = q.getColumn(1).getInt64();
+        e.at_ms = q.getColumn(2).getInt64();
+        e.kind = text(q, 3);
+        e.state = text(q, 4);
+        e.item = q.getColumn(5).isNull() ? -1 : q.getColumn(5).getInt();
+        e.attempt = q.getColumn(6).getInt();
+        e.key = text(q, 7);
+        e.data = parse_or_null(text(q, 8));
+        out.push_back(std::move(e));
+      }
+      return base::Status::Ok();
+    });
+    if (!s.ok())
+      return s;
+    return out;
+  }
+
+ private:
+  template <typename F>
+  base::Status guard(F&& f) {
+    try {
+      return f();
+    } catch (const SQLite::Exception& e) {
+      int code = e.getErrorCode();
+      if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
+        return base::Status::Unavailable(std::string("database busy: ") + e.what());
+      return base::Status::Internal(std::string("database: ") + e.what());
+    } catch (const std::exception& e) {
+      return base::Status::Internal(std::string("database: ") + e.what());
+    }
+  }
+
+  static void bind_text_or_null(SQLite::Statement& st, int i, const std::string& s) {
+    if (s.empty())
+      st.bind(i);
+    else
+      st.bind(i, s);
+  }
+
+  base::Result<OpRecord> get_op_locked(SQLite::Database& db, std::string_view id) {
+    OpRecord out;
+    base::Status s = guard([&] {
+      SQLite::Statement q(db, std::string("SELECT ") + kOpColumns + " FROM ops WHERE id = ?");
+      q.bind(1, std::string(id));
+      if (!q.executeStep())
+        return base::Status::NotFound("no operation \"" + std::string(id) + "\"");
+      out = read_op(q);
+      return base::Status::Ok();
+    });
+    if (!s.ok())
+      return s;
+    return out;
+  }
+
+  std::mutex wmu_, rmu_;
+  SQLite::Database w_;
+  SQLite::Database r_;
+  std::unique_ptr<SQLite::Statement> upd_op_, ins_event_, upd_inst_;
+};
+
+}  // namespace
+
+base::Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& path) {
+  try {
+    // The write connection creates the file and the schema before the reader opens it.
+    { SQLite::Database create(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, 10000); }
+    auto s = std::make_unique<SqliteStore>(path);
+    base::Status st = s->init();
+    if (!st.ok())
+      return st;
+    return std::unique_ptr<Store>(std::move(s));
+  } catch (const std::exception& e) {
+    return base::Status::Unavailable("cannot open database \"" + path + "\": " + e.what());
+  }
+}
+
+}  // namespace engine
