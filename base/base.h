@@ -104,7 +104,8 @@ class [[nodiscard]] Result {
     BASE_CHECK(ok());
     return std::get<T>(v_);
   }
-  T&& value() && {
+  // By value, so that `for (auto& x : f().value())` cannot dangle.
+  T value() && {
     BASE_CHECK(ok());
     return std::get<T>(std::move(v_));
   }

@@ -1,0 +1,421 @@
+// The executor in-process, on real SQLite files: commit-failure sweep, retries, operator
+// retry / rollback / fail / cancel, one operation per instance, replay.
+#include "engine/engine.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+using engine::OpState;
+
+namespace {
+
+std::string source_root() {
+  const char* r = std::getenv("VNFLOW_SOURCE_ROOT");
+  return r != nullptr ? r : ".";
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "vnflow-engine-test-XXXXXX").string();
+    path = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// Stands in for local.exec: applies an effect once per idempotency key, reading back
+// first (a re-dispatch with the same key finds it applied), and fails on demand.
+struct Effects {
+  std::mutex mu;
+  std::map<std::string, int> applied;                 // key -> times the effect was applied
+  std::map<std::string, std::set<std::string>> keys;  // "op/state[item]" -> keys applied
+  std::map<std::string, int> calls;                   // state -> calls
+  std::map<std::string, int> fail_first;              // state -> failures to return first
+  std::string fail_class = "transient";
+  std::vector<std::string> order;  // states in call order
+};
+
+class FakeExec : public actions::Action {
+ public:
+  explicit FakeExec(std::shared_ptr<Effects> e) : e_(std::move(e)) {}
+  actions::Outcome run(const json::object&, const actions::Context& ctx) const override {
+    std::lock_guard<std::mutex> l(e_->mu);
+    e_->calls[ctx.state]++;
+    e_->order.push_back(ctx.state);
+    auto f = e_->fail_first.find(ctx.state);
+    if (f != e_->fail_first.end() && f->second > 0) {
+      f->second--;
+      return actions::Outcome::failure(e_->fail_class, "fake failure of " + ctx.state);
+    }
+    std::string unit = ctx.key.substr(0, ctx.key.rfind('/'));
+    if (e_->applied[ctx.key]++ == 0)
+      e_->keys[unit].insert(ctx.key);
+    std::string out = ctx.state == "instantiate_end.count" ? "3\n" : "ok\n";
+    return actions::Outcome::success(json::object{{"exit_code", 0},
+                                                  {"stdout", out},
+                                                  {"stderr", ""},
+                                                  {"truncated", false},
+                                                  {"duration_ms", 0}});
+  }
+
+ private:
+  std::shared_ptr<Effects> e_;
+};
+
+// Fails the Nth apply() (counting from 1) once; everything else goes to the real store.
+class FaultyStore : public engine::Store {
+ public:
+  FaultyStore(engine::Store& s, int fail_at) : s_(s), fail_at_(fail_at) {}
+  int applies = 0;
+  base::Status apply(const std::vector<const engine::Batch*>& b) override {
+    if (++applies == fail_at_)
+      return base::Status::Unavailable("injected commit failure");
+    return s_.apply(b);
+  }
+  base::Result<engine::PackageRecord> put_package(const engine::PackageRecord& r,
+                                                  const std::string& b) override {
+    return s_.put_package(r, b);
+  }
+  base::Result<engine::PackageRecord> get_package(std::string_view id) override {
+    return s_.get_package(id);
+  }
+  base::Result<std::string> package_bytes(std::string_view id) override {
+    return s_.package_bytes(id);
+  }
+  base::Result<std::vector<engine::PackageRecord>> list_packages() override {
+    return s_.list_packages();
+  }
+  base::Status create_instance(const engine::InstanceRecord& r) override {
+    return s_.create_instance(r);
+  }
+  base::Result<engine::InstanceRecord> get_instance(std::string_view id) override {
+    return s_.get_instance(id);
+  }
+  base::Result<std::vector<engine::InstanceRecord>> list_instances() override {
+    return s_.list_instances();
+  }
+  base::Status delete_instance(std::string_view id) override { return s_.delete_instance(id); }
+  base::Status put_machine(const std::string& d, const std::string& b) override {
+    return s_.put_machine(d, b);
+  }
+  base::Result<std::string> get_machine(std::string_view d) override { return s_.get_machine(d); }
+  base::Status create_op(const engine::OpRecord& r) override { return s_.create_op(r); }
+  base::Result<engine::OpRecord> get_op(std::string_view id) override { return s_.get_op(id); }
+  base::Result<std::vector<engine::OpRecord>> list_ops(const engine::OpFilter& f) override {
+    return s_.list_ops(f);
+  }
+  base::Result<engine::OpRecord> transition(std::string_view id, const std::vector<OpState>& from,
+                                            OpState to,
+                                            const std::optional<std::string>& e) override {
+    return s_.transition(id, from, to, e);
+  }
+  base::Status request_cancel(std::string_view id) override { return s_.request_cancel(id); }
+  base::Result<std::vector<engine::OpRecord>> runnable(bool all) override {
+    return s_.runnable(all);
+  }
+  base::Result<std::vector<std::string>> cancel_requests() override { return s_.cancel_requests(); }
+  base::Result<std::vector<engine::EventRecord>> history(std::string_view id) override {
+    return s_.history(id);
+  }
+
+ private:
+  engine::Store& s_;
+  int fail_at_;
+};
+
+struct Fixture {
+  TempDir dir;
+  std::unique_ptr<engine::Store> store;
+  std::shared_ptr<Effects> effects = std::make_shared<Effects>();
+  std::string package_id, instance_id;
+
+  Fixture() {
+    auto s = engine::open_sqlite_store((dir.path / "vnflow.db").string());
+    REQUIRE(s.ok());
+    store = std::move(s).value();
+    base::Diagnostics diags;
+    auto p = engine::onboard_package(*store, source_root() + "/csar-samples/local-demo", diags);
+    REQUIRE(p.ok());
+    package_id = p.value().id;
+    auto i = engine::create_instance(*store, package_id, "test", "");
+    REQUIRE(i.ok());
+    instance_id = i.value().id;
+  }
+
+  json::value instantiate_request() {
+    return json::parse(R"({"flavourId": "simple", "additionalParams":
+        {"work_dir": ")" +
+                       (dir.path / "work").string() + R"(", "nodes": ["a", "b", "c"]}})");
+  }
+
+  std::string request(const std::string& op, const json::value& body) {
+    base::Diagnostics diags;
+    auto r = engine::request_operation(*store, instance_id, op, body, diags);
+    INFO(r.status().to_string());
+    REQUIRE(r.ok());
+    return r.value().id;
+  }
+
+  actions::Registry registry() {
+    actions::Registry r;
+    r.add("local.exec", std::make_shared<FakeExec>(effects));
+    return r;
+  }
+
+  engine::EngineOptions options() {
+    engine::EngineOptions o;
+    o.workers = 2;
+    o.work_root = (dir.path / "work").string();
+    o.poll = std::chrono::milliseconds(5);
+    return o;
+  }
+
+  void run(engine::Store& s) {
+    engine::Engine e(s, registry(), options());
+    e.run_until_idle();
+  }
+  void run() { run(*store); }
+
+  OpState state(const std::string& op) {
+    auto r = store->get_op(op);
+    REQUIRE(r.ok());
+    return r.value().state;
+  }
+  std::vector<std::string> kinds(const std::string& op, const std::string& kind) {
+    std::vector<std::string> out;
+    for (const auto& e : store->history(op).value()) {
+      if (e.kind == kind)
+        out.push_back(e.state + (e.item >= 0 ? "[" + std::to_string(e.item) + "]" : ""));
+    }
+    return out;
+  }
+};
+
+const std::vector<std::string> kSideEffectUnits = {
+    "instantiate_end.prepare", "instantiate_end.configure[0]", "instantiate_end.configure[1]",
+    "instantiate_end.configure[2]", "instantiate_end.count"};
+
+void check_exactly_once(Fixture& f, const std::string& op) {
+  for (const auto& unit : kSideEffectUnits) {
+    INFO(unit);
+    auto it = f.effects->keys.find(op + "/" + unit);
+    REQUIRE(it != f.effects->keys.end());
+    CHECK(it->second.size() == 1);  // one key per state and item: never two attempts applied
+  }
+  for (const auto& [key, n] : f.effects->applied) {
+    INFO(key);
+    CHECK(n >= 1);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("an instantiate runs the built-in steps and the hook, each effect once") {
+  Fixture f;
+  std::string op = f.request("instantiate", f.instantiate_request());
+  CHECK(f.state(op) == OpState::kStarting);
+  f.run();
+  CHECK(f.state(op) == OpState::kCompleted);
+  check_exactly_once(f, op);
+  auto inst = f.store->get_instance(f.instance_id).value();
+  CHECK(inst.instantiation_state == "INSTANTIATED");
+  CHECK(inst.record.at("flavour_id") == "simple");
+  CHECK(inst.record.at("scale_status").at("node_aspect") == 0);
+  // Dispatches are recorded with their keys before results.
+  auto hist = f.store->history(op).value();
+  std::map<std::string, int64_t> dispatched;
+  for (const auto& e : hist) {
+    std::string unit = e.state + (e.item >= 0 ? "[" + std::to_string(e.item) + "]" : "");
+    if (e.kind == "dispatched") {
+      CHECK(!e.key.empty());
+      dispatched[unit] = e.seq;
+    }
+    if (e.kind == "succeeded") {
+      REQUIRE(dispatched.count(unit));
+      CHECK(dispatched[unit] < e.seq);
+    }
+  }
+}
+
+TEST_CASE(
+    "commit-failure sweep: failing the Nth commit still ends COMPLETED with each effect once") {
+  int total = 0;
+  {
+    Fixture f;
+    std::string op = f.request("instantiate", f.instantiate_request());
+    FaultyStore counting(*f.store, -1);
+    f.run(counting);
+    REQUIRE(f.state(op) == OpState::kCompleted);
+    total = counting.applies;
+  }
+  REQUIRE(total >= 4);
+  for (int n = 1; n <= total; ++n) {
+    DYNAMIC_SECTION("commit " << n << " of " << total << " fails") {
+      Fixture f;
+      std::string op = f.request("instantiate", f.instantiate_request());
+      FaultyStore faulty(*f.store, n);
+      f.run(faulty);
+      CHECK(faulty.applies > n);  // it went on after the failure
+      CHECK(f.state(op) == OpState::kCompleted);
+      check_exactly_once(f, op);
+      CHECK(f.store->get_instance(f.instance_id).value().instantiation_state == "INSTANTIATED");
+    }
+  }
+}
+
+TEST_CASE("retries follow the policy, then FAILED_TEMP; retry resumes at the failed state") {
+  Fixture f;
+  // configure has 3 attempts on transient/timeout/failed: 2 failures are absorbed.
+  f.effects->fail_first["instantiate_end.configure"] = 2;
+  std::string op = f.request("instantiate", f.instantiate_request());
+  f.run();
+  CHECK(f.state(op) == OpState::kCompleted);
+  CHECK(f.kinds(op, "retry_scheduled").size() == 2);
+
+  Fixture g;
+  g.effects->fail_first["instantiate_end.count"] = 1;  // count has no retry policy
+  std::string op2 = g.request("instantiate", g.instantiate_request());
+  g.run();
+  REQUIRE(g.state(op2) == OpState::kFailedTemp);
+  auto rec = g.store->get_op(op2).value();
+  CHECK(rec.error.at("state") == "instantiate_end.count");
+  CHECK(rec.error.at("class") == "transient");
+  int prepare_calls = g.effects->calls["instantiate_end.prepare"];
+  // A new operation on the instance is refused while this one is FAILED_TEMP.
+  base::Diagnostics diags;
+  auto other =
+      engine::request_operation(*g.store, g.instance_id, "modify_info", json::object(), diags);
+  CHECK(other.status().code() == base::StatusCode::kFailedPrecondition);
+  CHECK(other.status().message().find(op2) != std::string::npos);
+
+  REQUIRE(engine::retry_operation(*g.store, op2).ok());
+  g.run();
+  CHECK(g.state(op2) == OpState::kCompleted);
+  CHECK(g.effects->calls["instantiate_end.prepare"] == prepare_calls);  // not run again
+  CHECK(g.effects->calls["instantiate_end.count"] == 2);
+  // The retry used a new attempt number, so a new key.
+  auto keys = g.effects->keys[op2 + "/instantiate_end.count"];
+  CHECK(keys.size() == 1);
+  CHECK(keys.begin()->substr(keys.begin()->size() - 2) == "/2");
+}
+
+TEST_CASE("rollback runs compensations of finished states in reverse") {
+  Fixture f;
+  f.effects->fail_first["instantiate_end.count"] = 1;
+  std::string op = f.request("instantiate", f.instantiate_request());
+  f.run();
+  REQUIRE(f.state(op) == OpState::kFailedTemp);
+  REQUIRE(engine::rollback_operation(*f.store, op).ok());
+  f.run();
+  CHECK(f.state(op) == OpState::kRolledBack);
+  auto comp = f.kinds(op, "compensated");
+  // configure (3 items, newest first) then the built-in record step.
+  REQUIRE(comp.size() == 4);
+  CHECK(comp[0] == "instantiate_end.configure[2]");
+  CHECK(comp[3] == "instantiate.record");
+  CHECK(f.store->get_instance(f.instance_id).value().instantiation_state == "NOT_INSTANTIATED");
+  // A final operation refuses the control commands with the reason.
+  auto again = engine::rollback_operation(*f.store, op);
+  CHECK(again.status().code() == base::StatusCode::kFailedPrecondition);
+  CHECK(again.status().message().find("ROLLED_BACK") != std::string::npos);
+}
+
+TEST_CASE("fail makes FAILED_TEMP final") {
+  Fixture f;
+  f.effects->fail_first["instantiate_end.prepare"] = 1;
+  std::string op = f.request("instantiate", f.instantiate_request());
+  f.run();
+  REQUIRE(f.state(op) == OpState::kFailedTemp);
+  REQUIRE(engine::fail_operation(*f.store, op).ok());
+  CHECK(f.state(op) == OpState::kFailed);
+  CHECK(!engine::retry_operation(*f.store, op).ok());
+}
+
+TEST_CASE("requests are checked before anything is queued") {
+  Fixture f;
+  base::Diagnostics diags;
+  auto bad = engine::request_operation(*f.store, f.instance_id, "instantiate",
+                                       json::parse(R"({"flavourId": 3})"), diags);
+  CHECK(bad.status().code() == base::StatusCode::kInvalidArgument);
+  CHECK(bad.status().message().find("flavourId: expected a string") != std::string::npos);
+  auto unknown =
+      engine::request_operation(*f.store, f.instance_id, "instantiate",
+                                json::parse(R"({"flavourId": "simple", "flavorId": "x"})"), diags);
+  CHECK(unknown.status().message().find("did you mean \"flavourId\"") != std::string::npos);
+  auto scale =
+      engine::request_operation(*f.store, f.instance_id, "scale",
+                                json::parse(R"({"type": "SCALE_OUT", "aspectId": "x"})"), diags);
+  CHECK(scale.status().code() == base::StatusCode::kFailedPrecondition);  // not instantiated
+  CHECK(f.store->list_ops({}).value().empty());
+}
+
+TEST_CASE("scale moves the aspect level within its bounds") {
+  Fixture f;
+  f.request("instantiate", f.instantiate_request());
+  f.run();
+  auto out = json::parse(R"({"type": "SCALE_OUT", "aspectId": "node_aspect", "numberOfSteps": 2,
+                            "additionalParams": {"work_dir": "/nonexistent"}})");
+  std::string op = f.request("scale", out);
+  f.run();
+  CHECK(f.state(op) == OpState::kCompleted);
+  CHECK(f.store->get_instance(f.instance_id).value().record.at("scale_status").at("node_aspect") ==
+        2);
+  std::string op2 = f.request("scale", out);  // 2 + 2 > max_scale_level 3
+  f.run();
+  CHECK(f.state(op2) == OpState::kFailedTemp);
+  CHECK(std::string(f.store->get_op(op2).value().error.at("message").as_string())
+            .find("cannot scale out") != std::string::npos);
+}
+
+TEST_CASE("replay: the recording reproduces; a changed machine diverges") {
+  Fixture f;
+  std::string op = f.request("instantiate", f.instantiate_request());
+  f.run();
+  auto rec = f.store->get_op(op).value();
+  auto m = engine::operation_machine(*f.store, rec);
+  REQUIRE(m.ok());
+  auto rep = engine::replay_dry_run(*f.store, rec, *m.value());
+  REQUIRE(rep.ok());
+  CHECK_FALSE(rep.value().diverged);
+  CHECK(rep.value().steps.back() == "instantiate_end.done -> COMPLETED");
+
+  // The same machine with the count step's action changed.
+  workflows::Machine changed = *m.value();
+  int i = changed.find("instantiate_end.count");
+  REQUIRE(i >= 0);
+  changed.states[static_cast<size_t>(i)].action = "instance.check";
+  auto rep2 = engine::replay_dry_run(*f.store, rec, changed);
+  REQUIRE(rep2.ok());
+  CHECK(rep2.value().diverged);
+  CHECK(rep2.value().divergence.find("instantiate_end.count") != std::string::npos);
+
+  // replay --from starts a new occurrence at a checkpoint.
+  auto n = engine::replay_from(*f.store, op, "instantiate_end.count");
+  REQUIRE(n.ok());
+  f.run();
+  CHECK(f.state(n.value().id) == OpState::kCompleted);
+  CHECK(f.effects->calls["instantiate_end.prepare"] == 1);
+}
+
+TEST_CASE("the store refuses a second open operation on an instance") {
+  Fixture f;
+  std::string op = f.request("instantiate", f.instantiate_request());
+  base::Diagnostics diags;
+  auto second = engine::request_operation(*f.store, f.instance_id, "instantiate",
+                                          f.instantiate_request(), diags);
+  CHECK(second.status().code() == base::StatusCode::kFailedPrecondition);
+  CHECK(second.status().message().find(op) != std::string::npos);
+}
