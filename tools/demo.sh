@@ -13,3 +13,34 @@ for s in csar-samples/*/; do
   echo "== vnflow csar inspect $s"
   build/engine/vnflow csar inspect "$s"
 done
+
+# The lifecycle of the local demo VNF through the durable executor: its hooks are vnflow
+# workflows running on this host, so no cloud is needed.
+demo=$(mktemp -d /tmp/vnflow-demo-db.XXXXXX)
+export VNFLOW_DB=$demo/vnflow.db
+v=build/engine/vnflow
+pkg=csar-samples/local-demo
+daemon_pid=
+cleanup() {
+  if [[ -n $daemon_pid ]]; then kill -TERM "$daemon_pid" 2>/dev/null || true; wait "$daemon_pid" 2>/dev/null || true; fi
+  [[ ${KEEP_DEMO:-} ]] || rm -rf "$demo"
+}
+trap cleanup EXIT
+echo
+echo "== vnflow workflow show $pkg --op instantiate"
+$v workflow show $pkg --op instantiate
+echo
+echo "== the lifecycle of $pkg (database $VNFLOW_DB)"
+$v daemon --workers 4 2>"$demo/daemon.log" &
+daemon_pid=$!
+package=$($v package onboard $pkg)
+instance=$($v instance create --package "$package" --name demo)
+echo "package $package, instance $instance"
+for step in "instantiate instantiate" "scale scale_out" "heal heal" "terminate terminate"; do
+  set -- $step
+  op=$($v instance "$1" "$instance" --request "$pkg/Requests/$2.json")
+  $v op wait "$op" --timeout 60 | sed -n 3p | sed "s/^/$1: /"
+done
+echo
+echo "== vnflow op history (the instantiate)"
+$v op history "$($v op list --instance "$instance" | awk '$2 == "instantiate" {print $1}')"

@@ -906,6 +906,8 @@ struct Engine::Impl {
 
   void poll(bool all) {
     auto ops = store.runnable(all);
+    if (!ops.ok())
+      spdlog::warn("reading queued operations: {}", ops.status().message());
     if (ops.ok()) {
       for (const auto& op : ops.value()) {
         if (!known.count(op.id) && !reload_wanted.count(op.id))

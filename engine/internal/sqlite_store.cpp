@@ -1,6 +1,8 @@
 // The SQLite Store: one file, WAL, synchronous=FULL. A write connection (the executor's
 // writer thread and commands) and a read connection (polls, history), each behind a mutex.
+#include <chrono>
 #include <mutex>
+#include <thread>
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <boost/json.hpp>
@@ -689,11 +691,19 @@ base::Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& path) 
   try {
     // The write connection creates the file and the schema before the reader opens it.
     { SQLite::Database create(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, 10000); }
-    auto s = std::make_unique<SqliteStore>(path);
-    base::Status st = s->init();
-    if (!st.ok())
-      return st;
-    return std::unique_ptr<Store>(std::move(s));
+    // Two processes opening a new database at once can see SQLITE_BUSY without the busy
+    // handler (switching to WAL needs the file to itself): try again for a while.
+    base::Status st;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      auto s = std::make_unique<SqliteStore>(path);
+      st = s->init();
+      if (st.ok())
+        return std::unique_ptr<Store>(std::move(s));
+      if (st.code() != base::StatusCode::kUnavailable)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 + 10 * attempt));
+    }
+    return st;
   } catch (const std::exception& e) {
     return base::Status::Unavailable("cannot open database \"" + path + "\": " + e.what());
   }
