@@ -568,7 +568,6 @@ int cmd_op(const std::vector<std::string>& argv, const Opts& o) {
   return 2;
 }
 
-std::atomic<engine::Engine*> g_engine{nullptr};
 std::atomic<int> g_signals{0};
 
 int cmd_daemon(const Opts& o) {

@@ -740,6 +740,12 @@ struct Engine::Impl {
       return;
     }
     Run& r = *itr->second;
+    if (hard_stop) {
+      // Stopped by the daemon, not failed: leave the item dispatched; the next start
+      // re-dispatches it with the same key and no attempt is spent.
+      maybe_idle();
+      return;
+    }
     if (i == kRollbackItem) {
       const Done& d = r.c.done[static_cast<size_t>(r.c.rb)];
       const State& s = r.m->states[static_cast<size_t>(d.state)];

@@ -12,7 +12,8 @@ struct Template::Part {
   std::shared_ptr<const Expr> expr;                                         // kExpr
   std::vector<std::pair<std::string, std::shared_ptr<const Expr>>> pieces;  // kInterp
   std::vector<Part> items;                                                  // kList
-  std::vector<std::pair<std::string, Part>> fields;                         // kMap
+  std::vector<std::string> names;                                           // kMap: keys, in order
+  std::vector<Part> values;  // kMap: values, same order
 };
 
 namespace {
@@ -58,8 +59,9 @@ base::Status build(const json::value& v, Template::Part& out) {
   if (v.is_object()) {
     out.kind = K::kMap;
     for (const auto& kv : v.get_object()) {
-      out.fields.emplace_back(std::string(kv.key()), Template::Part());
-      base::Status s = build(kv.value(), out.fields.back().second);
+      out.names.emplace_back(kv.key());
+      out.values.emplace_back();
+      base::Status s = build(kv.value(), out.values.back());
       if (!s.ok())
         return s;
     }
@@ -123,11 +125,11 @@ base::Result<json::value> eval(const Template::Part& p, const Scope& scope) {
     }
     case K::kMap: {
       json::object o;
-      for (const auto& [k, part] : p.fields) {
-        auto v = eval(part, scope);
+      for (size_t i = 0; i < p.names.size(); ++i) {
+        auto v = eval(p.values[i], scope);
         if (!v.ok())
           return v;
-        o[k] = std::move(v).value();
+        o[p.names[i]] = std::move(v).value();
       }
       return json::value(std::move(o));
     }
