@@ -461,16 +461,6 @@ struct Engine::Impl {
           outs.push_back(it.outputs);
         r.c.outputs[s.name] = std::move(outs);
       }
-      for (size_t i = 0; i < r.c.items.size(); ++i) {
-        if (s.compensate) {
-          Done d;
-          d.state = r.c.cur;
-          d.item = static_cast<int>(i);
-          d.outputs = r.c.items[i].outputs;
-          d.value = r.c.values[i];
-          r.c.done.push_back(std::move(d));
-        }
-      }
       goto_state(r, s.next);
       return true;
     }
@@ -491,6 +481,17 @@ struct Engine::Impl {
     if (out.ok) {
       it.status = ItemStatus::kDone;
       it.outputs = out.outputs;
+      if (s.compensate) {
+        // Recorded per item, so that a rollback after a partly failed fan-out undoes the
+        // items that did succeed.
+        Done d;
+        d.state = r.c.cur;
+        d.item = i;
+        d.outputs = out.outputs;
+        d.value = static_cast<size_t>(i) < r.c.values.size() ? r.c.values[static_cast<size_t>(i)]
+                                                             : json::value();
+        r.c.done.push_back(std::move(d));
+      }
       event(r, "succeeded", s.name, item_no, it.attempt, "", for_history(out.outputs));
       return;
     }

@@ -35,14 +35,21 @@ std::optional<double> parse_duration(std::string_view s) {
   std::string t(num);
   char* end = nullptr;
   double v = std::strtod(t.c_str(), &end);
-  if (t.empty() || end == nullptr || *end != '\0' || !std::isfinite(v) || v < 0)
+  if (t.empty() || end == nullptr || *end != '\0' || !std::isfinite(v) || v < 0 ||
+      t.find_first_not_of("0123456789.") != std::string::npos)
     return std::nullopt;
   return v * mult;
 }
 
+// The location of byte `offset` of a scalar. Exact for one-line plain or quoted scalars
+// without escapes; otherwise the scalar's own location (the text was reflowed or unescaped
+// and the offset no longer maps to one column).
 base::SourceLocation shifted(tosca::Node n, uint32_t offset) {
   base::SourceLocation loc = n.location();
-  if (loc.line != 0)
+  std::string_view s = n.scalar();
+  bool exact = s.find('\n') == std::string_view::npos &&
+               (!n.quoted() || s.find_first_of("\\\"") == std::string_view::npos);
+  if (loc.line != 0 && exact)
     loc.column += offset + (n.quoted() ? 1 : 0);
   return loc;
 }
@@ -181,11 +188,13 @@ class Compiler {
       tosca::Node key = states.key(i);
       std::string name(key.scalar());
       bool ok = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
       });
       if (!ok) {
         diags_.error("W0002", key.location(),
-                     "state name \"" + name + "\" must be letters, digits, \"_\" or \"-\"");
+                     "state name \"" + name +
+                         "\" must be letters, digits or \"_\" (expressions read it as states." +
+                         name + ")");
       }
       State s;
       s.name = segment + "." + name;
@@ -270,31 +279,74 @@ class Compiler {
     pred_ = std::move(pred);
   }
 
-  // Dominators, then every template and expression against its scope.
+  // Dominators, then every template and expression against its scope. Each action state
+  // k gets a second node n+k, "k succeeded", between k and its `next`; its on_failure edge
+  // leaves from k itself. A state may read states.K exactly when n+k dominates it.
   void check_types() {
     size_t n = m_.states.size();
-    std::vector<std::vector<bool>> dom(n, std::vector<bool>(n, true));
+    size_t nn = 2 * n;
+    std::vector<std::vector<int>> pred(nn);
+    auto edge = [&](size_t from, int to) {
+      if (to >= 0)
+        pred[static_cast<size_t>(to)].push_back(static_cast<int>(from));
+    };
+    for (size_t k = 0; k < n; ++k) {
+      const State& st = m_.states[k];
+      if (st.kind == StateKind::kAction) {
+        edge(k, static_cast<int>(n + k));
+        edge(n + k, st.next);
+        edge(k, st.on_failure);
+      } else {
+        edge(k, st.next);
+        for (const auto& c : st.choices)
+          edge(k, c.next);
+      }
+    }
+    std::vector<bool> reach(nn, false);
+    {
+      std::vector<std::vector<int>> succ(nn);
+      for (size_t v = 0; v < nn; ++v) {
+        for (int p : pred[v])
+          succ[static_cast<size_t>(p)].push_back(static_cast<int>(v));
+      }
+      std::deque<int> q;
+      if (m_.start >= 0) {
+        reach[static_cast<size_t>(m_.start)] = true;
+        q.push_back(m_.start);
+      }
+      while (!q.empty()) {
+        int v = q.front();
+        q.pop_front();
+        for (int t : succ[static_cast<size_t>(v)]) {
+          if (!reach[static_cast<size_t>(t)]) {
+            reach[static_cast<size_t>(t)] = true;
+            q.push_back(t);
+          }
+        }
+      }
+    }
+    std::vector<std::vector<bool>> dom(nn, std::vector<bool>(nn, true));
     if (m_.start >= 0) {
-      dom[static_cast<size_t>(m_.start)].assign(n, false);
+      dom[static_cast<size_t>(m_.start)].assign(nn, false);
       dom[static_cast<size_t>(m_.start)][static_cast<size_t>(m_.start)] = true;
     }
     bool changed = true;
     for (int round = 0; changed && round < 1000; ++round) {
       changed = false;
-      for (size_t i = 0; i < n; ++i) {
-        if (static_cast<int>(i) == m_.start || !reach_[i])
+      for (size_t i = 0; i < nn; ++i) {
+        if (static_cast<int>(i) == m_.start || !reach[i])
           continue;
-        std::vector<bool> d(n, true);
+        std::vector<bool> d(nn, true);
         bool any = false;
-        for (int p : pred_[i]) {
-          if (!reach_[static_cast<size_t>(p)])
+        for (int p : pred[i]) {
+          if (!reach[static_cast<size_t>(p)])
             continue;
           any = true;
-          for (size_t k = 0; k < n; ++k)
+          for (size_t k = 0; k < nn; ++k)
             d[k] = d[k] && dom[static_cast<size_t>(p)][k];
         }
         if (!any)
-          d.assign(n, false);
+          d.assign(nn, false);
         d[i] = true;
         if (d != dom[i]) {
           dom[i] = std::move(d);
@@ -313,7 +365,7 @@ class Compiler {
         TypeRef out = spec ? spec->output_type : any_type();
         if (!o.for_each.empty())
           out = make_type(K::kList, out);
-        if (reach_[i] && dom[i][k])
+        if (reach[i] && dom[i][n + k])
           scope.states[short_name(k)] = out;
         else
           scope.later_states.push_back(short_name(k));
@@ -376,6 +428,12 @@ class Compiler {
     return d;
   }
 
+  double positive(tosca::Node n, double d) {
+    if (d <= 0)
+      diags_.error("W0041", n.location(), "a timeout must be longer than 0");
+    return d;
+  }
+
   void parse_state(size_t i, const std::map<std::string, int>& local) {
     State& s = m_.states[i];
     tosca::Node n = pending_[i].node;
@@ -423,7 +481,7 @@ class Compiler {
       }
       if (tosca::Node t = n.get("timeout")) {
         if (auto d = duration(t, "timeout"))
-          s.timeout_s = *d;
+          s.timeout_s = positive(t, *d);
       } else if (spec != nullptr && spec->side_effects) {
         diags_.error("W0014", s.where,
                      "state \"" + pending_[i].short_name + "\" runs \"" + s.action +
@@ -464,7 +522,7 @@ class Compiler {
                          "unknown action \"" + comp.action + "\"");
           if (tosca::Node t = c.get("timeout")) {
             if (auto d = duration(t, "timeout"))
-              comp.timeout_s = *d;
+              comp.timeout_s = positive(t, *d);
           } else if (cspec != nullptr && cspec->side_effects) {
             diags_.error("W0014", c.location(),
                          "the compensation runs \"" + comp.action +
@@ -727,8 +785,8 @@ class Compiler {
         }
         scope.item_name = s.as;
         scope.item = lt->kind == K::kList ? lt->elem : any_type();
-        if (scope.states.count(s.as) || s.as == "request" || s.as == "instance" || s.as == "vnfd" ||
-            s.as == "op" || s.as == "states" || s.as == "self")
+        if (s.as == "request" || s.as == "instance" || s.as == "vnfd" || s.as == "op" ||
+            s.as == "states" || s.as == "self")
           diags_.error("W0002", n.get("as") ? n.get("as").location() : fe.location(),
                        "\"as: " + s.as + "\" hides a name expressions use; pick another");
       }

@@ -65,10 +65,9 @@ class Lexer {
     }
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       size_t b = pos_;
-      while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) ||
-                                  s_[pos_] == '_' || s_[pos_] == '-'))
+      while (pos_ < s_.size() &&
+             (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_'))
         ++pos_;
-      // A trailing '-' belongs to a following minus ("a-1" is not allowed; write "a - 1").
       t.kind = Tok::kIdent;
       t.text = std::string(s_.substr(b, pos_ - b));
       return t;
@@ -884,7 +883,8 @@ class Checker {
       for (const auto& later : s_.later_states) {
         if (later == e.name) {
           error(e, "W0021",
-                "state \"" + e.name + "\" may not have run before this one; its outputs " +
+                "state \"" + e.name +
+                    "\" may not have run (or succeeded) before this one; its outputs " +
                     "can only be read by states that always come after it");
           return prim(K::kAny);
         }
