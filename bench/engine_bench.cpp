@@ -416,6 +416,7 @@ class TimedStore : public engine::Store {
   base::Result<std::vector<engine::EventRecord>> history(std::string_view id) override {
     return s_.history(id);
   }
+  base::Result<boost::json::object> outputs(std::string_view id) override { return s_.outputs(id); }
 
  private:
   engine::Store& s_;

@@ -112,10 +112,16 @@ struct Batch {
     std::string instantiation_state;
     std::string record;  // JSON text
   };
+  struct OutputWrite {                // a finished state's outputs, written once
+    std::string op_id, state, value;  // value: JSON text
+  };
   std::vector<OpWrite> ops;
   std::vector<EventRecord> events;
   std::vector<InstanceWrite> instances;
-  bool empty() const { return ops.empty() && events.empty() && instances.empty(); }
+  std::vector<OutputWrite> outputs;
+  bool empty() const {
+    return ops.empty() && events.empty() && instances.empty() && outputs.empty();
+  }
 };
 
 struct OpFilter {
@@ -167,6 +173,8 @@ class Store {
   // Active operations whose cancellation was requested.
   virtual base::Result<std::vector<std::string>> cancel_requests() = 0;
   virtual base::Result<std::vector<EventRecord>> history(std::string_view op_id) = 0;
+  // The outputs of an operation's finished states, by full state name.
+  virtual base::Result<json::object> outputs(std::string_view op_id) = 0;
 };
 
 // Opens (creating if needed) the SQLite database at `path` (WAL, synchronous=FULL).

@@ -512,11 +512,9 @@ base::Result<OpRecord> replay_from(Store& store, std::string_view op_id, std::st
   }
   Cursor c;
   c.cur = idx;
-  if (op.value().cursor.is_object()) {
-    auto old = Cursor::from_json(op.value().cursor);
-    if (old.ok())
-      c.outputs = old.value().outputs;
-  }
+  auto outs = store.outputs(op_id);
+  if (!outs.ok())
+    return outs.status();
   OpRecord n;
   n.id = new_id();
   n.instance_id = op.value().instance_id;
@@ -530,6 +528,16 @@ base::Result<OpRecord> replay_from(Store& store, std::string_view op_id, std::st
   base::Status s = store.create_op(n);
   if (!s.ok())
     return s;
+  // The new occurrence starts with the outputs the original had (the daemon only runs it
+  // once it is claimed, after this).
+  Batch b;
+  for (const auto& kv : outs.value())
+    b.outputs.push_back({n.id, std::string(kv.key()), json::serialize(kv.value())});
+  if (!b.outputs.empty()) {
+    s = store.apply({&b});
+    if (!s.ok())
+      return s;
+  }
   return n;
 }
 

@@ -59,7 +59,8 @@ json::value Cursor::to_json() const {
     o["rb"] = rb;
     o["rb_item"] = item_json(rb_item);
   }
-  o["outputs"] = outputs;
+  // Outputs live in their own table (written once per state), not in the cursor, which
+  // every commit rewrites.
   return o;
 }
 

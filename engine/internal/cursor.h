@@ -48,8 +48,8 @@ struct Cursor {
   bool rb_started = false;
   int rb = -1;
   Item rb_item;
-  int64_t seq = 0;  // last event number
-  json::object outputs;
+  int64_t seq = 0;       // last event number
+  json::object outputs;  // in memory; stored in the outputs table, not in to_json()
 
   json::value to_json() const;
   static base::Result<Cursor> from_json(const json::value& v);

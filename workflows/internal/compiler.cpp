@@ -325,37 +325,82 @@ class Compiler {
         }
       }
     }
-    std::vector<std::vector<bool>> dom(nn, std::vector<bool>(nn, true));
-    if (m_.start >= 0) {
-      dom[static_cast<size_t>(m_.start)].assign(nn, false);
-      dom[static_cast<size_t>(m_.start)][static_cast<size_t>(m_.start)] = true;
+    // Immediate dominators (Cooper, Harvey and Kennedy's iterative algorithm over reverse
+    // postorder): linear in practice, so machines of thousands of states compile quickly.
+    std::vector<std::vector<int>> succ(nn);
+    for (size_t v = 0; v < nn; ++v) {
+      for (int p : pred[v])
+        succ[static_cast<size_t>(p)].push_back(static_cast<int>(v));
     }
-    bool changed = true;
-    for (int round = 0; changed && round < 1000; ++round) {
-      changed = false;
-      for (size_t i = 0; i < nn; ++i) {
-        if (static_cast<int>(i) == m_.start || !reach[i])
-          continue;
-        std::vector<bool> d(nn, true);
-        bool any = false;
-        for (int p : pred[i]) {
-          if (!reach[static_cast<size_t>(p)])
-            continue;
-          any = true;
-          for (size_t k = 0; k < nn; ++k)
-            d[k] = d[k] && dom[static_cast<size_t>(p)][k];
+    std::vector<int> order;  // postorder
+    std::vector<int> rpo(nn, -1);
+    if (m_.start >= 0) {
+      std::vector<char> seen(nn, 0);
+      std::vector<std::pair<int, size_t>> stack{{m_.start, 0}};
+      seen[static_cast<size_t>(m_.start)] = 1;
+      while (!stack.empty()) {
+        auto& [v, next] = stack.back();
+        auto& out = succ[static_cast<size_t>(v)];
+        if (next < out.size()) {
+          int t = out[next++];
+          if (!seen[static_cast<size_t>(t)]) {
+            seen[static_cast<size_t>(t)] = 1;
+            stack.push_back({t, 0});
+          }
+        } else {
+          order.push_back(v);
+          stack.pop_back();
         }
-        if (!any)
-          d.assign(nn, false);
-        d[i] = true;
-        if (d != dom[i]) {
-          dom[i] = std::move(d);
+      }
+      std::reverse(order.begin(), order.end());
+      for (size_t k = 0; k < order.size(); ++k)
+        rpo[static_cast<size_t>(order[k])] = static_cast<int>(k);
+    }
+    std::vector<int> idom(nn, -1);
+    if (m_.start >= 0)
+      idom[static_cast<size_t>(m_.start)] = m_.start;
+    auto intersect = [&](int a, int b) {
+      while (a != b) {
+        while (rpo[static_cast<size_t>(a)] > rpo[static_cast<size_t>(b)])
+          a = idom[static_cast<size_t>(a)];
+        while (rpo[static_cast<size_t>(b)] > rpo[static_cast<size_t>(a)])
+          b = idom[static_cast<size_t>(b)];
+      }
+      return a;
+    };
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (int v : order) {
+        if (v == m_.start)
+          continue;
+        int nd = -1;
+        for (int p : pred[static_cast<size_t>(v)]) {
+          if (idom[static_cast<size_t>(p)] < 0)
+            continue;
+          nd = nd < 0 ? p : intersect(p, nd);
+        }
+        if (nd >= 0 && idom[static_cast<size_t>(v)] != nd) {
+          idom[static_cast<size_t>(v)] = nd;
           changed = true;
         }
       }
     }
+    // available[i]: the action states whose success node dominates state i.
+    auto available = [&](size_t i) {
+      std::vector<char> av(n, 0);
+      if (idom[i] < 0)
+        return av;
+      for (int v = static_cast<int>(i); v != m_.start;) {
+        v = idom[static_cast<size_t>(v)];
+        if (v >= static_cast<int>(n))
+          av[static_cast<size_t>(v) - n] = 1;
+      }
+      return av;
+    };
     for (size_t i = 0; i < n; ++i) {
       State& s = m_.states[i];
+      std::vector<char> av = available(i);
       TypeScope scope = base_scope;
       for (size_t k = 0; k < n; ++k) {
         const State& o = m_.states[k];
@@ -365,7 +410,7 @@ class Compiler {
         TypeRef out = spec ? spec->output_type : any_type();
         if (!o.for_each.empty())
           out = make_type(K::kList, out);
-        if (reach[i] && dom[i][n + k])
+        if (av[k])
           scope.states[short_name(k)] = out;
         else
           scope.later_states.push_back(short_name(k));

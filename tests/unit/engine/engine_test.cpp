@@ -130,6 +130,7 @@ class FaultyStore : public engine::Store {
   base::Result<std::vector<engine::EventRecord>> history(std::string_view id) override {
     return s_.history(id);
   }
+  base::Result<json::object> outputs(std::string_view id) override { return s_.outputs(id); }
 
  private:
   engine::Store& s_;
