@@ -86,7 +86,7 @@ struct Engine::Impl {
   Store& store;
   actions::Registry registry;
   EngineOptions opt;
-  asio::io_context io;
+  asio::io_context io{1};  // one thread runs it
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   asio::thread_pool pool;
   asio::steady_timer poll_timer{io};
