@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of vnflow on a fresh Debian 12 machine: installs the packages, checks the
-# layering, builds and runs the unit, golden, corpus and CLI tests, the same under
-# ASan+UBSan, and a bounded libFuzzer smoke (clang, ASan+UBSan).
+# layering, builds and runs the unit, golden (loader and workflow fixtures), corpus, CLI and
+# crash (SIGKILL) tests, the same under ASan+UBSan, and bounded libFuzzer smokes of the
+# loader and the workflow compiler (clang, ASan+UBSan).
 # Usage: tools/test.sh [--quick]     (--quick: the gcc build only, no sanitizers, no fuzz)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +38,7 @@ setup() {  # setup DIR [meson options...]
 }
 
 setup build
-run_suites build unit golden corpus
+run_suites build unit golden corpus crash
 
 if [[ $quick != --quick ]]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
@@ -45,7 +46,7 @@ if [[ $quick != --quick ]]; then
   # gcc 12 reports false -Warray-bounds / -Wmaybe-uninitialized inside Boost.JSON and
   # <regex> once sanitizers change inlining; the plain build keeps werror on.
   setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=false
-  run_suites build-asan unit golden corpus
+  run_suites build-asan unit golden corpus crash
   CC=clang CXX=clang++ setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false
   run_suites build-fuzz fuzz
 fi

@@ -12,6 +12,7 @@
 #include <boost/asio.hpp>
 #include <boost/json.hpp>
 #include <fcntl.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -634,6 +635,8 @@ int cmd_engine(const std::vector<std::string>& argv) {
     std::cerr << "vnflow " << group << ": " << err << "\n";
     return 2;
   }
+  // Logs go to stderr: stdout carries ids and JSON for scripts.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("vnflow"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   if (group == "package")
     return cmd_package(argv, o);

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Crash test: the daemon is killed with SIGKILL at random moments while operations made of
+# local.exec steps run; it is restarted each time. At the end every operation must be
+# COMPLETED, no step skipped, and no keyed effect applied under two keys or twice.
+#
+# Usage: crash_test.sh VNFLOW_BINARY SOURCE_ROOT [KILLS]
+#
+# Each step appends its idempotency key to runs.log on every execution, and to effects.log
+# only if the key is not there yet (under flock): the step is idempotent by key, as the
+# design asks of actions. The test then checks that for every (operation, state, item)
+# exactly one key reached effects.log: a re-dispatch after a crash reused the same key.
+set -euo pipefail
+vnflow=$(realpath "$1")
+root=$(realpath "$2")
+kills_wanted=${3:-50}
+instances=4
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-crash.XXXXXX")
+daemon_pid=
+cleanup() {
+  if [[ -n $daemon_pid ]]; then kill -9 "$daemon_pid" 2>/dev/null || true; wait "$daemon_pid" 2>/dev/null || true; fi
+  # Steps of a killed daemon may still be running (they are in their own process groups).
+  pkill -9 -f "$work/" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+export VNFLOW_DB=$work/vnflow.db
+fail() { echo "crash: FAIL: $*"; exit 1; }
+
+# The package: local-demo with a longer instantiate_end of keyed effects.
+pkg=$work/pkg
+cp -r "$root/csar-samples/local-demo" "$pkg"
+{
+  echo "description: keyed effects for the crash test"
+  echo "start: a"
+  echo "states:"
+  for pair in a:b b:c c:d d:e e:done; do
+    st=${pair%%:*} nx=${pair#*:}
+    fanout=""
+    if [[ $st == b || $st == d ]]; then
+      fanout='    for_each: ${request.additionalParams.nodes}\n    as: node\n    parallelism: 2\n'
+    fi
+    cat <<'STEP' | sed -e "s/STATE/$st/" -e "s/NEXT/$nx/" -e "s/^FANOUT/$fanout/"
+  STATE:
+    action: local.exec
+FANOUT    with:
+      shell: |
+        echo "$VNFLOW_IDEMPOTENCY_KEY" >> "$RUNS"
+        sleep "0.0$(( $(od -An -N1 -tu1 /dev/urandom) % 4 ))"
+        flock "$LOG" sh -c 'grep -qxF "$VNFLOW_IDEMPOTENCY_KEY" "$LOG" || echo "$VNFLOW_IDEMPOTENCY_KEY" >> "$LOG"'
+      env:
+        LOG: ${request.additionalParams.effects_log}
+        RUNS: ${request.additionalParams.runs_log}
+    timeout: 30s
+    next: NEXT
+STEP
+  done
+  echo "  done:"
+  echo "    succeed: true"
+} > "$pkg/Workflows/instantiate_end.yaml"
+(cd "$root" && bash tools/csar-manifest.sh "$pkg" local-demo.mf vnflow "Local demo" 1.0 >/dev/null)
+"$vnflow" workflow check "$pkg" >/dev/null || fail "the test package does not compile"
+
+cat > "$work/instantiate.json" <<EOF
+{"flavourId": "simple", "additionalParams": {"work_dir": "$work/vnfs", "nodes": ["n0", "n1", "n2"],
+ "effects_log": "$work/effects.log", "runs_log": "$work/runs.log"}}
+EOF
+cat > "$work/terminate.json" <<EOF
+{"terminationType": "FORCEFUL", "additionalParams": {"work_dir": "$work/vnfs"}}
+EOF
+touch "$work/effects.log" "$work/runs.log"
+
+package=$("$vnflow" package onboard "$pkg")
+declare -a inst last next_op
+for ((i = 0; i < instances; i++)); do
+  inst[i]=$("$vnflow" instance create --package "$package")
+  last[i]=$("$vnflow" instance instantiate "${inst[i]}" --request "$work/instantiate.json")
+  next_op[i]=terminate
+  echo "${last[i]}" >> "$work/instantiate-ops"
+done
+
+op_state() { "$vnflow" op show "$1" | awk '$1 == "state" {print $2}'; }
+
+# Queues the next operation of every instance whose last one finished.
+feed() {
+  for ((i = 0; i < instances; i++)); do
+    local s
+    s=$(op_state "${last[i]}")
+    case $s in
+      COMPLETED)
+        if [[ ${next_op[i]} == terminate ]]; then
+          last[i]=$("$vnflow" instance terminate "${inst[i]}" --request "$work/terminate.json")
+          next_op[i]=instantiate
+        else
+          last[i]=$("$vnflow" instance instantiate "${inst[i]}" --request "$work/instantiate.json")
+          echo "${last[i]}" >> "$work/instantiate-ops"
+          next_op[i]=terminate
+        fi
+        ;;
+      FAILED_TEMP | FAILED | ROLLED_BACK) fail "operation ${last[i]} ended $s: $("$vnflow" op show "${last[i]}")" ;;
+    esac
+  done
+}
+
+kills=0
+deadline=$((SECONDS + 180))
+while ((kills < kills_wanted)); do
+  ((SECONDS < deadline)) || fail "only $kills kills in 180 s"
+  "$vnflow" daemon --workers 4 --work-dir "$work/wd" --poll-ms 10 2>>"$work/daemon.log" &
+  daemon_pid=$!
+  sleep "$(printf '0.%03d' $(( 20 + $(od -An -N2 -tu2 /dev/urandom) % 280 )))"
+  kill -9 "$daemon_pid" 2>/dev/null || true
+  wait "$daemon_pid" 2>/dev/null || true
+  daemon_pid=
+  kills=$((kills + 1))
+  feed
+done
+
+# Let everything finish.
+"$vnflow" daemon --workers 4 --work-dir "$work/wd" --poll-ms 10 2>>"$work/daemon.log" &
+daemon_pid=$!
+for ((i = 0; i < instances; i++)); do
+  "$vnflow" op wait "${last[i]}" --timeout 60 >/dev/null || fail "operation ${last[i]}: $("$vnflow" op show "${last[i]}")"
+done
+kill -TERM "$daemon_pid"
+wait "$daemon_pid" || fail "the daemon did not drain cleanly"
+daemon_pid=
+
+# Every operation COMPLETED.
+bad=$("$vnflow" op list --limit 100000 | awk '$3 != "COMPLETED"')
+[[ -z $bad ]] || fail "operations not COMPLETED: $bad"
+ops=$("$vnflow" op list --limit 100000 | wc -l)
+
+# Every keyed effect once, under one key, none skipped.
+dups=$(sort "$work/effects.log" | uniq -d)
+[[ -z $dups ]] || fail "effects applied twice: $dups"
+units=(a "b[0]" "b[1]" "b[2]" c "d[0]" "d[1]" "d[2]" e)
+checked=0
+while read -r op; do
+  for u in "${units[@]}"; do
+    n=$(grep -cF "$op/instantiate_end.$u/" "$work/effects.log" || true)
+    [[ $n -eq 1 ]] || fail "operation $op step $u has $n keyed effects (want 1): $(grep -F "$op/instantiate_end.$u/" "$work/effects.log" | tr '\n' ' ')"
+    checked=$((checked + 1))
+  done
+done < "$work/instantiate-ops"
+runs=$(wc -l < "$work/runs.log")
+effects=$(wc -l < "$work/effects.log")
+redispatched=$((runs - effects))
+echo "crash: $kills kills, $ops ops, all COMPLETED, $checked keyed steps each applied once, $redispatched re-dispatches observed"
