@@ -181,6 +181,15 @@ base::Result<OpRecord> request_operation(Store& store, std::string_view instance
     return base::Status::InvalidArgument("malformed " + std::string(operation) +
                                          " request: " + join(problems, "; "));
   const InstanceRecord& ir = inst.value();
+  // An open operation is the most useful thing to tell first: it is why the instance is in
+  // the state it is. (create_op checks again, atomically.)
+  auto latest = store.list_ops({ir.id, std::nullopt, 1});
+  if (latest.ok() && !latest.value().empty() && !is_final(latest.value()[0].state)) {
+    const OpRecord& o = latest.value()[0];
+    return base::Status::FailedPrecondition(
+        "VNF instance " + ir.id + " already has operation " + o.id + " (" + o.operation + ") in " +
+        std::string(to_string(o.state)) + "; one operation at a time per instance");
+  }
   bool instantiated = ir.instantiation_state == "INSTANTIATED";
   if (operation == "instantiate" && instantiated)
     return base::Status::FailedPrecondition("VNF instance " + ir.id + " is already INSTANTIATED");

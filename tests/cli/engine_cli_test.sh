@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# The engine through the command line, with a real daemon and a real SQLite file:
+# onboarding, requests and their checks, the SOL003 task commands, replay, secrets,
+# draining and the one-daemon lock.
+# Usage: engine_cli_test.sh VNFLOW_BINARY SOURCE_ROOT
+set -uo pipefail
+v=$(realpath "$1")
+root=$(realpath "$2")
+work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-engine-cli.XXXXXX")
+export VNFLOW_DB=$work/vnflow.db
+daemon_pid=
+cleanup() {
+  if [[ -n $daemon_pid ]]; then kill -9 "$daemon_pid" 2>/dev/null; wait "$daemon_pid" 2>/dev/null; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+passed=0; failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+check() {  # check DESCRIPTION COMMAND...
+  local what=$1; shift
+  if "$@"; then ok; else bad "$what"; fi
+}
+state() { "$v" op show "$1" | awk '$1 == "state" {print $2}'; }
+start_daemon() {
+  "$v" daemon --workers 4 --work-dir "$work/wd" --poll-ms 10 2>>"$work/daemon.log" &
+  daemon_pid=$!
+}
+
+# A copy of the local demo whose instantiate_end can be made to fail, to wait, or to run
+# long, by request parameters: each step checks a file the test controls.
+pkg=$work/pkg
+cp -r "$root/csar-samples/local-demo" "$pkg"
+cat > "$pkg/Workflows/instantiate_end.yaml" <<'EOF'
+description: steps the test steers with files
+start: setup
+states:
+  setup:
+    action: local.exec
+    with:
+      shell: mkdir -p "$VNF_DIR" && echo set up >> "$OUT/log"
+      env: {OUT: "${request.additionalParams.out}", VNF_DIR: "${request.additionalParams.work_dir}/${instance.id}"}
+    timeout: 10s
+    compensate:
+      action: local.exec
+      with:
+        shell: echo undo setup >> "$OUT/log"
+        env: {OUT: "${request.additionalParams.out}"}
+      timeout: 10s
+    next: gate
+  gate:
+    action: local.exec
+    with:
+      shell: |
+        echo gate >> "$OUT/log"
+        sleep "$HOLD"
+        test -e "$OUT/open"
+      env:
+        OUT: ${request.additionalParams.out}
+        HOLD: ${string(default(request.additionalParams.hold, 0))}
+        SSH_PASSWORD: ${default(request.additionalParams.ssh_password, '')}
+    timeout: 20s
+    retry: {attempts: 2, backoff: 100ms, on: [failed]}
+    next: done
+  done:
+    succeed: true
+EOF
+(cd "$root" && bash tools/csar-manifest.sh "$pkg" local-demo.mf vnflow "Local demo" 1.0 >/dev/null)
+mkdir -p "$work/out"
+req() {  # req FILE EXTRA_JSON_FIELDS
+  cat > "$1" <<EOF
+{"flavourId": "simple", "additionalParams": {"work_dir": "$work/vnfs", "out": "$work/out", "nodes": ["n"] $2}}
+EOF
+}
+req "$work/inst.json" ""
+req "$work/inst-secret.json" ', "ssh_password": "s3cret-XYZ"'
+req "$work/inst-long.json" ', "hold": 5'
+
+# --- onboarding
+p1=$("$v" package onboard "$pkg") && ok || bad "onboard"
+p2=$("$v" package onboard "$pkg")
+check "onboarding twice gives the same package" test "$p1" = "$p2"
+if "$v" package onboard "$root/tests/golden/bad/T0030-unknown-node-type" >/dev/null 2>"$work/err"; then
+  bad "an invalid package was accepted"
+else
+  check "an invalid package is refused with located diagnostics" grep -q 'error:' "$work/err"
+fi
+check "only one package is stored" test "$("$v" package list | wc -l)" -eq 1
+
+# --- requests are checked before anything is queued
+i1=$("$v" instance create --package "$p1")
+echo '{"flavourId": 7}' > "$work/badtype.json"
+"$v" instance instantiate "$i1" --request "$work/badtype.json" 2>"$work/err" >/dev/null
+check "a request with a wrong type is refused (exit 1)" test $? -eq 1
+check "... with the reason" grep -q 'flavourId: expected a string' "$work/err"
+echo '{"type": "SCALE_OUT", "aspectId": "node_aspect"}' > "$work/scale.json"
+"$v" instance scale "$i1" --request "$work/scale.json" 2>"$work/err" >/dev/null
+check "scale of a NOT_INSTANTIATED instance is refused" grep -q 'NOT_INSTANTIATED' "$work/err"
+echo 'not json' > "$work/notjson.json"
+"$v" instance instantiate "$i1" --request "$work/notjson.json" 2>"$work/err" >/dev/null
+check "a request that is not JSON is refused" grep -q 'is not JSON' "$work/err"
+check "nothing was queued" test "$("$v" op list | wc -l)" -eq 0
+
+# --- a failing step: retries, FAILED_TEMP, conflict, retry
+start_daemon
+o1=$("$v" instance instantiate "$i1" --request "$work/inst-secret.json")
+"$v" instance instantiate "$i1" --request "$work/inst.json" 2>"$work/err" >/dev/null
+check "a second operation on the instance is refused, naming the first" grep -q "$o1" "$work/err"
+"$v" op wait "$o1" --timeout 30 >/dev/null
+check "op wait exits 1 when the operation is not COMPLETED" test $? -eq 1
+check "the gate failure leaves FAILED_TEMP" test "$(state "$o1")" = FAILED_TEMP
+check "op show names the failed state and the reason" grep -q 'instantiate_end.gate: failed: .*exit status 1' <("$v" op show "$o1")
+check "the history shows the retry" grep -q 'retry_scheduled instantiate_end.gate' <("$v" op history "$o1")
+touch "$work/out/open"
+"$v" op retry "$o1" >/dev/null
+check "op retry completes the operation" "$v" op wait "$o1" --timeout 30
+check "retry did not run the finished step again" test "$(grep -c 'set up' "$work/out/log")" -eq 1
+check "instance show reflects the instantiation" grep -q '"instantiation_state":"INSTANTIATED"' <("$v" instance show "$i1" --json)
+
+# --- secrets never appear
+"$v" op history "$o1" --json > "$work/hist.json"
+"$v" op show "$o1" --json > "$work/show.json"
+check "no secret in the history" bash -c "! grep -q s3cret-XYZ '$work/hist.json'"
+check "no secret in op show" bash -c "! grep -q s3cret-XYZ '$work/show.json'"
+check "no secret in the daemon log" bash -c "! grep -q s3cret-XYZ '$work/daemon.log'"
+check "the secret is shown as ***" grep -q '"ssh_password":"\*\*\*"' "$work/show.json"
+
+# --- replay
+check "replay --dry-run of a completed operation reproduces it" "$v" op replay "$o1" --dry-run
+cp -r "$pkg" "$work/pkg2"
+sed -i 's/^  gate:/  gate2:/; s/next: gate$/next: gate2/' "$work/pkg2/Workflows/instantiate_end.yaml"
+(cd "$root" && bash tools/csar-manifest.sh "$work/pkg2" local-demo.mf vnflow "Local demo" 1.0 >/dev/null)
+"$v" op replay "$o1" --dry-run --package "$work/pkg2" > "$work/replay.txt"
+check "a changed package diverges (exit 1)" test $? -eq 1
+check "... and says where" grep -q 'diverges: .*gate2' "$work/replay.txt"
+
+# --- scale, terminate
+echo '{"type": "SCALE_OUT", "aspectId": "node_aspect", "additionalParams": {"work_dir": "'"$work"'/vnfs"}}' > "$work/scale.json"
+o2=$("$v" instance scale "$i1" --request "$work/scale.json")
+check "scale out completes" "$v" op wait "$o2" --timeout 30
+check "the scale level is recorded" grep -q '"scale_status":{"node_aspect":1}' <("$v" instance show "$i1" --json)
+echo '{"type": "SCALE_OUT", "aspectId": "nope"}' > "$work/badaspect.json"
+"$v" instance scale "$i1" --request "$work/badaspect.json" 2>"$work/err" >/dev/null
+check "an unknown aspect is refused" grep -q 'aspectId "nope" is not a scaling aspect' "$work/err"
+echo '{"terminationType": "FORCEFUL", "additionalParams": {"work_dir": "'"$work"'/vnfs"}}' > "$work/term.json"
+o3=$("$v" instance terminate "$i1" --request "$work/term.json")
+check "terminate completes" "$v" op wait "$o3" --timeout 30
+check "the instance is NOT_INSTANTIATED again" grep -q '"instantiation_state":"NOT_INSTANTIATED"' <("$v" instance show "$i1" --json)
+
+# --- rollback of a failed instantiate
+rm -f "$work/out/open" "$work/out/log"
+i2=$("$v" instance create --package "$p1")
+o4=$("$v" instance instantiate "$i2" --request "$work/inst.json")
+"$v" op wait "$o4" --timeout 30 >/dev/null
+check "the second instantiate fails" test "$(state "$o4")" = FAILED_TEMP
+"$v" op rollback "$o4" >/dev/null
+"$v" op wait "$o4" --timeout 30 >/dev/null
+check "op rollback ends ROLLED_BACK" test "$(state "$o4")" = ROLLED_BACK
+check "the compensation ran" grep -q 'undo setup' "$work/out/log"
+check "the instance is back to NOT_INSTANTIATED" grep -q '"instantiation_state":"NOT_INSTANTIATED"' <("$v" instance show "$i2" --json)
+
+# --- fail
+o5=$("$v" instance instantiate "$i2" --request "$work/inst.json")
+"$v" op wait "$o5" --timeout 30 >/dev/null
+"$v" op fail "$o5" >/dev/null
+check "op fail makes it FAILED" test "$(state "$o5")" = FAILED
+"$v" op retry "$o5" 2>"$work/err" >/dev/null
+check "a FAILED operation refuses retry, saying why" grep -q 'is FAILED; this needs FAILED_TEMP' "$work/err"
+
+# --- cancel
+i3=$("$v" instance create --package "$p1")
+o6=$("$v" instance instantiate "$i3" --request "$work/inst-long.json")
+for _ in $(seq 50); do grep -q gate "$work/out/log" 2>/dev/null && break; sleep 0.1; done
+"$v" op cancel "$o6" >/dev/null
+"$v" op wait "$o6" --timeout 30 >/dev/null
+check "op cancel stops at the next transition (FAILED_TEMP)" test "$(state "$o6")" = FAILED_TEMP
+check "... saying it was cancelled" grep -q 'cancelled by the operator' <("$v" op show "$o6")
+"$v" op fail "$o6" >/dev/null
+
+# --- the daemon: one per database, SIGTERM drains
+"$v" daemon --work-dir "$work/wd" 2>"$work/err" &
+second=$!
+wait "$second"
+check "a second daemon on the same database is refused" test $? -eq 1
+check "... saying so" grep -q 'another daemon is running' "$work/err"
+touch "$work/out/open"
+i4=$("$v" instance create --package "$p1")
+gates=$(grep -c gate "$work/out/log")
+o7=$("$v" instance instantiate "$i4" --request "$work/inst-long.json")
+for _ in $(seq 50); do [[ $(grep -c gate "$work/out/log") -gt $gates ]] && break; sleep 0.1; done
+kill -TERM "$daemon_pid"
+wait "$daemon_pid"
+check "SIGTERM drains and exits 0" test $? -eq 0
+daemon_pid=
+check "the drained step finished and was recorded" grep -q 'succeeded instantiate_end.gate' <("$v" op history "$o7")
+start_daemon
+check "the operation completes after the restart" "$v" op wait "$o7" --timeout 30
+kill -TERM "$daemon_pid"; wait "$daemon_pid"; daemon_pid=
+
+echo "engine cli: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]
