@@ -3,7 +3,7 @@
 //   Store     where packages, instances, machines, operations and their histories live.
 //             An interface: SQLite (WAL, synchronous=FULL) today, PostgreSQL later.
 //   Engine    the executor. One thread owns every operation's state (Boost.Asio); actions
-//             run on a worker pool; a writer thread commits. Every transition is committed
+//             run on a worker pool; the same thread commits. Every transition is committed
 //             before the side effect it allows starts (the dispatch, with its idempotency
 //             key op/state[item]/attempt), and every result is committed before the next
 //             step. Concurrent operations share transactions (group commit): a
