@@ -27,12 +27,14 @@ Node::Kind Node::kind() const {
 }
 
 std::string_view Node::scalar() const {
+  // "" rather than a default string_view: callers pass the data pointer on to memcpy-based
+  // code (Boost.JSON keys), where a null pointer is undefined even for size 0.
   if (!doc_) {
-    return {};
+    return std::string_view("", 0);
   }
   const RawNode& r = doc_->nodes[index_];
   if (r.kind != Kind::kScalar) {
-    return {};
+    return std::string_view("", 0);
   }
   return std::string_view(doc_->text).substr(r.text_off, r.text_len);
 }
