@@ -250,7 +250,8 @@ struct Engine::Impl {
   void advance(Run& r) {
     if (r.final_ || r.committing)
       return;
-    if (r.cancel && r.state == OpState::kProcessing && running_items(r) == 0) {
+    if (r.cancel && (r.state == OpState::kProcessing || r.state == OpState::kStarting) &&
+        running_items(r) == 0) {
       fail_temp(r, r.m->states[static_cast<size_t>(r.c.cur)].name, "cancelled",
                 "cancelled by the operator");
     } else if (r.state == OpState::kRollingBack) {
@@ -834,6 +835,7 @@ struct Engine::Impl {
     r->gen = next_gen++;
     r->state = op.state;
     r->request = op.request;
+    r->cancel = op.cancel_requested;
     r->opv = json::object{{"id", op.id},
                           {"operation", op.operation},
                           {"instance_id", op.instance_id},

@@ -604,17 +604,18 @@ class SqliteStore : public Store {
   base::Status request_cancel(std::string_view id) override {
     std::lock_guard<std::mutex> lock(wmu_);
     return guard([&] {
-      SQLite::Statement u(
-          w_, "UPDATE ops SET cancel_requested = 1 WHERE id = ? AND state = 'PROCESSING'");
+      SQLite::Statement u(w_,
+                          "UPDATE ops SET cancel_requested = 1 WHERE id = ? AND (state = "
+                          "'STARTING' OR state = 'PROCESSING')");
       u.bind(1, std::string(id));
       if (u.exec() == 1)
         return base::Status::Ok();
       auto cur = get_op_locked(w_, id);
       if (!cur.ok())
         return cur.status();
-      return base::Status::FailedPrecondition("operation " + std::string(id) + " is " +
-                                              std::string(to_string(cur.value().state)) +
-                                              "; only a PROCESSING operation can be cancelled");
+      return base::Status::FailedPrecondition(
+          "operation " + std::string(id) + " is " + std::string(to_string(cur.value().state)) +
+          "; only a STARTING or PROCESSING operation can be cancelled");
     });
   }
 

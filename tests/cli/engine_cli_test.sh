@@ -169,8 +169,9 @@ check "a FAILED operation refuses retry, saying why" grep -q 'is FAILED; this ne
 
 # --- cancel
 i3=$("$v" instance create --package "$p1")
+gates=$(grep -c gate "$work/out/log")
 o6=$("$v" instance instantiate "$i3" --request "$work/inst-long.json")
-for _ in $(seq 50); do grep -q gate "$work/out/log" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 50); do [[ $(grep -c gate "$work/out/log") -gt $gates ]] && break; sleep 0.1; done
 "$v" op cancel "$o6" >/dev/null
 "$v" op wait "$o6" --timeout 30 >/dev/null
 check "op cancel stops at the next transition (FAILED_TEMP)" test "$(state "$o6")" = FAILED_TEMP

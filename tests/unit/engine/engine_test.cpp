@@ -420,3 +420,18 @@ TEST_CASE("the store refuses a second open operation on an instance") {
   CHECK(second.status().code() == base::StatusCode::kFailedPrecondition);
   CHECK(second.status().message().find(op) != std::string::npos);
 }
+
+TEST_CASE("a cancel requested before the daemon runs the operation stops it before any step") {
+  Fixture f;
+  std::string op = f.request("instantiate", f.instantiate_request());
+  REQUIRE(engine::cancel_operation(*f.store, op).ok());
+  f.run();
+  CHECK(f.state(op) == OpState::kFailedTemp);
+  CHECK(f.store->get_op(op).value().error.at("class") == "cancelled");
+  CHECK(f.effects->calls.empty());
+  CHECK(f.store->get_instance(f.instance_id).value().instantiation_state == "NOT_INSTANTIATED");
+  // A final operation cannot be cancelled; the reason says which states can.
+  REQUIRE(engine::fail_operation(*f.store, op).ok());
+  auto again = engine::cancel_operation(*f.store, op);
+  CHECK(again.message().find("only a STARTING or PROCESSING operation") != std::string::npos);
+}
