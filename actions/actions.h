@@ -39,6 +39,9 @@ struct Context {
   std::string work_dir;  // where local commands run (created by the engine)
   std::chrono::steady_clock::time_point deadline;
   const std::atomic<bool>* cancelled = nullptr;  // set when the daemon stops hard
+  // Resolves a registered VIM id to its record {id, type, access, extra} with secrets
+  // decrypted (set by the engine; actions never put the result in outputs or messages).
+  std::function<base::Result<json::object>(std::string_view vim_id)> vim;
 };
 
 struct Outcome {
@@ -46,9 +49,18 @@ struct Outcome {
   json::value outputs;      // when ok: an object with the catalog's outputs
   std::string error_class;  // when !ok: transient, timeout, failed, invalid
   std::string message;      // when !ok: one line, names the call, no secrets
+  // > 0: not finished yet (a stack still in progress). The executor calls the action
+  // again with the same key after this many milliseconds, without a commit: polling is
+  // read-only, so after a crash the re-dispatch simply polls again.
+  int64_t poll_after_ms = 0;
   static Outcome success(json::value outputs) { return {true, std::move(outputs), {}, {}}; }
   static Outcome failure(std::string cls, std::string msg) {
     return {false, nullptr, std::move(cls), std::move(msg)};
+  }
+  static Outcome poll(int64_t after_ms, json::value progress = nullptr) {
+    Outcome o{false, std::move(progress), {}, {}};
+    o.poll_after_ms = after_ms;
+    return o;
   }
 };
 

@@ -1,9 +1,15 @@
 #include "base/base.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <tuple>
 
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace base {
 
@@ -329,6 +335,148 @@ std::string json_escape(std::string_view s) {
     }
   }
   return out;
+}
+
+}  // namespace base
+
+// ---------------------------------------------------------------------------------------
+// Secrets at rest
+
+namespace base {
+
+namespace {
+
+std::string to_hex(std::string_view b) {
+  static const char* h = "0123456789abcdef";
+  std::string o;
+  o.reserve(b.size() * 2);
+  for (unsigned char c : b) {
+    o += h[c >> 4];
+    o += h[c & 15];
+  }
+  return o;
+}
+
+bool from_hex(std::string_view s, std::string& out) {
+  if (s.size() % 2 != 0)
+    return false;
+  out.clear();
+  auto val = [](char c) -> int {
+    if (c >= '0' && c <= '9')
+      return c - '0';
+    if (c >= 'a' && c <= 'f')
+      return c - 'a' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < s.size(); i += 2) {
+    int a = val(s[i]), b = val(s[i + 1]);
+    if (a < 0 || b < 0)
+      return false;
+    out += static_cast<char>(a * 16 + b);
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::string> load_or_create_key(const std::string& path) {
+  for (int round = 0; round < 2; ++round) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0) {
+      struct stat st {};
+      if (::fstat(fd, &st) != 0 || (st.st_mode & 077) != 0) {
+        ::close(fd);
+        return Status::PermissionDenied("key file \"" + path +
+                                        "\" is readable by others; chmod 600 it");
+      }
+      char buf[64];
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      ::close(fd);
+      if (n != 32)
+        return Status::FailedPrecondition("key file \"" + path + "\" does not hold a 32-byte key");
+      return std::string(buf, 32);
+    }
+    if (errno != ENOENT)
+      return Status::Unavailable("key file \"" + path + "\": " + std::strerror(errno));
+    unsigned char key[32];
+    if (RAND_bytes(key, sizeof key) != 1)
+      return Status::Internal("no random bytes for a new key");
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+      if (errno == EEXIST)
+        continue;  // another process made it first: read theirs
+      return Status::Unavailable("key file \"" + path + "\": " + std::strerror(errno));
+    }
+    bool ok = ::write(fd, key, sizeof key) == static_cast<ssize_t>(sizeof key) && ::fsync(fd) == 0;
+    ::close(fd);
+    if (!ok)
+      return Status::Unavailable("key file \"" + path + "\": cannot write");
+    return std::string(reinterpret_cast<char*>(key), sizeof key);
+  }
+  return Status::Unavailable("key file \"" + path + "\": cannot create");
+}
+
+Result<std::string> seal(std::string_view key, std::string_view plain, std::string_view aad) {
+  if (key.size() != 32)
+    return Status::InvalidArgument("a sealing key has 32 bytes");
+  unsigned char nonce[12];
+  if (RAND_bytes(nonce, sizeof nonce) != 1)
+    return Status::Internal("no random bytes for a nonce");
+  EVP_CIPHER_CTX* c = EVP_CIPHER_CTX_new();
+  std::string out(reinterpret_cast<char*>(nonce), sizeof nonce);
+  std::string ct(plain.size() + 16, '\0');
+  int len = 0, fin = 0;
+  bool ok = c != nullptr &&
+            EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), nullptr, nullptr, nullptr) == 1 &&
+            EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_IVLEN, sizeof nonce, nullptr) == 1 &&
+            EVP_EncryptInit_ex(c, nullptr, nullptr,
+                               reinterpret_cast<const unsigned char*>(key.data()), nonce) == 1 &&
+            EVP_EncryptUpdate(c, nullptr, &len, reinterpret_cast<const unsigned char*>(aad.data()),
+                              static_cast<int>(aad.size())) == 1 &&
+            EVP_EncryptUpdate(c, reinterpret_cast<unsigned char*>(ct.data()), &len,
+                              reinterpret_cast<const unsigned char*>(plain.data()),
+                              static_cast<int>(plain.size())) == 1 &&
+            EVP_EncryptFinal_ex(c, reinterpret_cast<unsigned char*>(ct.data()) + len, &fin) == 1;
+  unsigned char tag[16];
+  ok = ok && EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, sizeof tag, tag) == 1;
+  EVP_CIPHER_CTX_free(c);
+  if (!ok)
+    return Status::Internal("sealing failed");
+  ct.resize(static_cast<size_t>(len + fin));
+  out += ct;
+  out.append(reinterpret_cast<char*>(tag), sizeof tag);
+  return "v1:" + to_hex(out);
+}
+
+Result<std::string> unseal(std::string_view key, std::string_view sealed, std::string_view aad) {
+  std::string raw;
+  if (key.size() != 32 || sealed.substr(0, 3) != "v1:" || !from_hex(sealed.substr(3), raw) ||
+      raw.size() < 28)
+    return Status::PermissionDenied("a sealed secret is malformed");
+  const auto* nonce = reinterpret_cast<const unsigned char*>(raw.data());
+  std::string_view ct(raw.data() + 12, raw.size() - 28);
+  std::string tag = raw.substr(raw.size() - 16);
+  std::string plain(ct.size() + 16, '\0');
+  int len = 0, fin = 0;
+  EVP_CIPHER_CTX* c = EVP_CIPHER_CTX_new();
+  bool ok = c != nullptr &&
+            EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), nullptr, nullptr, nullptr) == 1 &&
+            EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_IVLEN, 12, nullptr) == 1 &&
+            EVP_DecryptInit_ex(c, nullptr, nullptr,
+                               reinterpret_cast<const unsigned char*>(key.data()), nonce) == 1 &&
+            EVP_DecryptUpdate(c, nullptr, &len, reinterpret_cast<const unsigned char*>(aad.data()),
+                              static_cast<int>(aad.size())) == 1 &&
+            EVP_DecryptUpdate(c, reinterpret_cast<unsigned char*>(plain.data()), &len,
+                              reinterpret_cast<const unsigned char*>(ct.data()),
+                              static_cast<int>(ct.size())) == 1 &&
+            EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, 16, tag.data()) == 1 &&
+            EVP_DecryptFinal_ex(c, reinterpret_cast<unsigned char*>(plain.data()) + len, &fin) == 1;
+  EVP_CIPHER_CTX_free(c);
+  if (!ok)
+    return Status::PermissionDenied(
+        "a sealed secret does not open with this key (wrong key or altered)");
+  plain.resize(static_cast<size_t>(len + fin));
+  return plain;
 }
 
 }  // namespace base

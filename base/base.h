@@ -194,6 +194,18 @@ class Hasher {
 std::string digest_hex(DigestAlgorithm a, std::string_view data);
 
 // ---------------------------------------------------------------------------------------
+// Secrets at rest: AES-256-GCM with a 32-byte key kept in a file of its own.
+
+// Reads the key at `path`, or creates it (32 random bytes, mode 0600, O_EXCL) when absent.
+// A key file readable by group or others is refused.
+Result<std::string> load_or_create_key(const std::string& path);
+// "v1:" + hex(nonce[12] | ciphertext | tag[16]). `aad` binds the text to its owner (e.g. the
+// VIM id) so a sealed value cannot be moved to another record.
+Result<std::string> seal(std::string_view key, std::string_view plain, std::string_view aad);
+// Reverses seal(); kPermissionDenied when the key is wrong or the text was altered.
+Result<std::string> unseal(std::string_view key, std::string_view sealed, std::string_view aad);
+
+// ---------------------------------------------------------------------------------------
 // Text helpers
 
 // True when `s` is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).

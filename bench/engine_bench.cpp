@@ -417,6 +417,12 @@ class TimedStore : public engine::Store {
     return s_.history(id);
   }
   base::Result<boost::json::object> outputs(std::string_view id) override { return s_.outputs(id); }
+  base::Status put_vim(const engine::VimRecord& r) override { return s_.put_vim(r); }
+  base::Result<engine::VimRecord> get_vim(std::string_view id, bool secrets) override {
+    return s_.get_vim(id, secrets);
+  }
+  base::Result<std::vector<engine::VimRecord>> list_vims() override { return s_.list_vims(); }
+  base::Status delete_vim(std::string_view id) override { return s_.delete_vim(id); }
 
  private:
   engine::Store& s_;

@@ -71,6 +71,20 @@ struct InstanceRecord {
   int64_t created_ms = 0;
 };
 
+// A registered VIM (SOL003 vimConnectionInfo target; Tacker's /v1.0/vims). `access` holds
+// the secrets: the store keeps it sealed (AES-256-GCM, key file beside the database) and
+// only get_vim(..., with_secrets=true) opens it. `summary` is `access` with every secret
+// replaced by "***", for display.
+struct VimRecord {
+  std::string id, name;
+  std::string type;      // openstack | kubernetes
+  json::object access;   // auth_url, username, password, project_name, ... (secrets)
+  json::object summary;  // the same, redacted
+  json::object extra;    // e.g. heat_environment + heat_files for this cloud
+  bool is_default = false;
+  int64_t created_ms = 0;
+};
+
 struct OpRecord {
   std::string id, instance_id, operation;
   OpState state = OpState::kStarting;
@@ -175,6 +189,13 @@ class Store {
   virtual base::Result<std::vector<EventRecord>> history(std::string_view op_id) = 0;
   // The outputs of an operation's finished states, by full state name.
   virtual base::Result<json::object> outputs(std::string_view op_id) = 0;
+
+  // VIM registry. put_vim inserts or replaces by id (names are unique); a default VIM
+  // clears the flag of the others. get_vim takes an id or a name.
+  virtual base::Status put_vim(const VimRecord& rec) = 0;
+  virtual base::Result<VimRecord> get_vim(std::string_view id_or_name, bool with_secrets) = 0;
+  virtual base::Result<std::vector<VimRecord>> list_vims() = 0;
+  virtual base::Status delete_vim(std::string_view id) = 0;
 };
 
 // Opens (creating if needed) the SQLite database at `path` (WAL, synchronous=FULL).

@@ -4,6 +4,7 @@
 #include <boost/json.hpp>
 
 #include "actions/actions.h"
+#include "actions/internal/heat.h"
 
 namespace actions {
 
@@ -12,6 +13,7 @@ std::shared_ptr<const Action> make_local_exec();
 Registry Registry::standard() {
   Registry r;
   r.add("local.exec", make_local_exec());
+  add_heat_actions(r);
   return r;
 }
 
@@ -126,7 +128,8 @@ Outcome instance_check(const json::object& in) {
 }  // namespace
 
 bool is_instance_action(std::string_view name) {
-  return name == "instance.update" || name == "instance.scale" || name == "instance.check";
+  return name == "instance.update" || name == "instance.scale" || name == "instance.check" ||
+         name == "heat.parameters";
 }
 
 Outcome run_instance_action(std::string_view name, const json::object& inputs,
@@ -137,6 +140,8 @@ Outcome run_instance_action(std::string_view name, const json::object& inputs,
     return instance_scale(inputs, record);
   if (name == "instance.check")
     return instance_check(inputs);
+  if (name == "heat.parameters")
+    return heat_parameters(inputs);
   return Outcome::failure("invalid", "no instance action \"" + std::string(name) + "\"");
 }
 

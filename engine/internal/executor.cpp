@@ -713,25 +713,76 @@ struct Engine::Impl {
       std::lock_guard<std::mutex> l(stats_mu);
       stats.actions++;
     }
-    asio::post(pool, [this, action, action_name, ctx = std::move(ctx), inputs = std::move(inputs),
-                      id, gen, i, cur] {
-      actions::Outcome out;
-      if (action == nullptr) {
-        out = actions::Outcome::failure(
-            "invalid", "no implementation of action \"" + action_name + "\" in this daemon");
-      } else if (!inputs.is_object()) {
-        out = actions::Outcome::failure("invalid", "inputs are not a map");
-      } else {
-        std::error_code ec;
+    ctx.vim = [this](std::string_view vim_id) -> base::Result<json::object> {
+      auto v = store.get_vim(vim_id, true);
+      if (!v.ok())
+        return v.status();
+      const VimRecord& rec = v.value();
+      return json::object{
+          {"id", rec.id}, {"type", rec.type}, {"access", rec.access}, {"extra", rec.extra}};
+    };
+    auto job = std::make_shared<Job>();
+    job->action = action;
+    job->action_name = std::move(action_name);
+    job->ctx = std::move(ctx);
+    job->inputs = std::move(inputs);
+    job->id = id;
+    job->gen = gen;
+    job->item = i;
+    job->cur = cur;
+    asio::post(pool, [this, job] { run_job(job); });
+  }
+
+  // One dispatched action call. A call that answers "poll again" (Outcome::poll) is
+  // called again on the pool after its delay, with the same key and deadline, without a
+  // commit; the engine sees one running item until the call settles.
+  struct Job {
+    const actions::Action* action = nullptr;
+    std::string action_name;
+    actions::Context ctx;
+    json::value inputs;
+    std::string id;
+    uint64_t gen = 0;
+    int item = 0;
+    int cur = 0;
+    std::unique_ptr<asio::steady_timer> timer;
+    int polls = 0;
+  };
+
+  void run_job(const std::shared_ptr<Job>& job) {
+    actions::Outcome out;
+    const actions::Context& ctx = job->ctx;
+    if (job->action == nullptr) {
+      out = actions::Outcome::failure(
+          "invalid", "no implementation of action \"" + job->action_name + "\" in this daemon");
+    } else if (!job->inputs.is_object()) {
+      out = actions::Outcome::failure("invalid", "inputs are not a map");
+    } else {
+      std::error_code ec;
+      if (job->polls == 0)
         std::filesystem::create_directories(ctx.work_dir, ec);
-        try {
-          out = action->run(inputs.get_object(), ctx);
-        } catch (const std::exception& e) {
-          out = actions::Outcome::failure("failed", action_name + ": " + e.what());
-        }
+      try {
+        out = job->action->run(job->inputs.get_object(), ctx);
+      } catch (const std::exception& e) {
+        out = actions::Outcome::failure("failed", job->action_name + ": " + e.what());
       }
-      asio::post(
-          io, [this, id, gen, i, cur, out = std::move(out)] { on_result(id, gen, i, cur, out); });
+    }
+    if (out.poll_after_ms > 0 && !stopping && !hard_stop) {
+      auto wake = std::chrono::steady_clock::now() + std::chrono::milliseconds(out.poll_after_ms);
+      if (wake < ctx.deadline) {
+        job->polls++;
+        job->timer = std::make_unique<asio::steady_timer>(io, wake);
+        job->timer->async_wait([this, job](const boost::system::error_code&) {
+          asio::post(pool, [this, job] { run_job(job); });
+        });
+        return;
+      }
+      out = actions::Outcome::failure("timeout", job->action_name +
+                                                     ": not finished within the state's timeout (" +
+                                                     std::to_string(job->polls + 1) + " polls)");
+    }
+    asio::post(io, [this, job, out = std::move(out)] {
+      on_result(job->id, job->gen, job->item, job->cur, out);
     });
   }
 
@@ -745,7 +796,7 @@ struct Engine::Impl {
       return;
     }
     Run& r = *itr->second;
-    if (hard_stop) {
+    if (hard_stop || out.poll_after_ms > 0) {
       // Stopped by the daemon, not failed: leave the item dispatched; the next start
       // re-dispatches it with the same key and no attempt is spent.
       maybe_idle();

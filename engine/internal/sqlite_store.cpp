@@ -51,6 +51,10 @@ CREATE TABLE IF NOT EXISTS events(
   op_id TEXT NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL, kind TEXT NOT NULL,
   state TEXT, item INTEGER, attempt INTEGER, key TEXT, data TEXT,
   PRIMARY KEY(op_id, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS vims(
+  id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, type TEXT NOT NULL,
+  summary TEXT NOT NULL, sealed TEXT NOT NULL, extra TEXT NOT NULL,
+  is_default INTEGER NOT NULL DEFAULT 0, created_ms INTEGER NOT NULL);
 )SQL";
 
 constexpr const char* kOpColumns =
@@ -122,7 +126,8 @@ constexpr const char* kOpen =
 class SqliteStore : public Store {
  public:
   explicit SqliteStore(const std::string& path)
-      : w_(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX, 10000),
+      : key_path_(path + ".key"),
+        w_(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX, 10000),
         r_(path, SQLite::OPEN_READWRITE | SQLite::OPEN_FULLMUTEX, 10000) {}
 
   base::Status init() {
@@ -733,6 +738,136 @@ class SqliteStore : public Store {
     return out;
   }
 
+  // The sealing key, read (or created) on first use.
+  base::Result<std::string> key() {
+    std::lock_guard<std::mutex> l(kmu_);
+    if (key_.empty()) {
+      auto k = base::load_or_create_key(key_path_);
+      if (!k.ok())
+        return k.status();
+      key_ = k.value();
+    }
+    return key_;
+  }
+
+  VimRecord read_vim(SQLite::Statement& q) {
+    VimRecord v;
+    v.id = text(q, 0);
+    v.name = text(q, 1);
+    v.type = text(q, 2);
+    json::value sm = parse_or_null(text(q, 3));
+    if (sm.is_object())
+      v.summary = sm.get_object();
+    json::value ex = parse_or_null(text(q, 5));
+    if (ex.is_object())
+      v.extra = ex.get_object();
+    v.is_default = q.getColumn(6).getInt() != 0;
+    v.created_ms = q.getColumn(7).getInt64();
+    return v;
+  }
+
+ public:
+  base::Status put_vim(const VimRecord& rec) override {
+    auto k = key();
+    if (!k.ok())
+      return k.status();
+    auto sealed = base::seal(k.value(), json::serialize(rec.access), rec.id);
+    if (!sealed.ok())
+      return sealed.status();
+    std::lock_guard<std::mutex> lock(wmu_);
+    return guard([&] {
+      SQLite::Transaction tx(w_);
+      SQLite::Statement dup(w_, "SELECT id FROM vims WHERE name = ? AND id <> ?");
+      dup.bind(1, rec.name);
+      dup.bind(2, rec.id);
+      if (dup.executeStep())
+        return base::Status(
+            base::StatusCode::kAlreadyExists,
+            "a VIM named \"" + rec.name + "\" exists already (" + text(dup, 0) + ")");
+      if (rec.is_default)
+        w_.exec("UPDATE vims SET is_default = 0");
+      SQLite::Statement ins(w_,
+                            "INSERT OR REPLACE INTO vims(id, name, type, summary, sealed, extra,"
+                            " is_default, created_ms) VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
+      ins.bind(1, rec.id);
+      ins.bind(2, rec.name);
+      ins.bind(3, rec.type);
+      ins.bind(4, json::serialize(rec.summary));
+      ins.bind(5, sealed.value());
+      ins.bind(6, json::serialize(rec.extra));
+      ins.bind(7, rec.is_default ? 1 : 0);
+      ins.bind(8, static_cast<int64_t>(rec.created_ms));
+      ins.exec();
+      tx.commit();
+      return base::Status::Ok();
+    });
+  }
+
+  base::Result<VimRecord> get_vim(std::string_view id, bool with_secrets) override {
+    VimRecord out;
+    std::string sealed;
+    {
+      std::lock_guard<std::mutex> lock(rmu_);
+      base::Status s = guard([&] {
+        SQLite::Statement q(r_,
+                            "SELECT id, name, type, summary, sealed, extra, is_default, created_ms"
+                            " FROM vims WHERE id = ?1 OR name = ?1 ORDER BY id = ?1 DESC LIMIT 1");
+        q.bind(1, std::string(id));
+        if (!q.executeStep())
+          return base::Status::NotFound("no VIM \"" + std::string(id) + "\"");
+        out = read_vim(q);
+        sealed = text(q, 4);
+        return base::Status::Ok();
+      });
+      if (!s.ok())
+        return s;
+    }
+    if (with_secrets) {
+      auto k = key();
+      if (!k.ok())
+        return k.status();
+      auto plain = base::unseal(k.value(), sealed, out.id);
+      if (!plain.ok())
+        return base::Status::PermissionDenied("VIM \"" + out.id +
+                                              "\": " + plain.status().message());
+      json::value a = parse_or_null(plain.value());
+      if (a.is_object())
+        out.access = a.get_object();
+    }
+    return out;
+  }
+
+  base::Result<std::vector<VimRecord>> list_vims() override {
+    std::lock_guard<std::mutex> lock(rmu_);
+    std::vector<VimRecord> out;
+    base::Status s = guard([&] {
+      SQLite::Statement q(r_,
+                          "SELECT id, name, type, summary, sealed, extra, is_default, created_ms"
+                          " FROM vims ORDER BY created_ms, id");
+      while (q.executeStep())
+        out.push_back(read_vim(q));
+      return base::Status::Ok();
+    });
+    if (!s.ok())
+      return s;
+    return out;
+  }
+
+  base::Status delete_vim(std::string_view id) override {
+    std::lock_guard<std::mutex> lock(wmu_);
+    return guard([&] {
+      SQLite::Statement d(w_, "DELETE FROM vims WHERE id = ?");
+      d.bind(1, std::string(id));
+      if (d.exec() == 0)
+        return base::Status::NotFound("no VIM \"" + std::string(id) + "\"");
+      return base::Status::Ok();
+    });
+  }
+
+ private:
+  std::string key_path_;
+  std::mutex kmu_;
+  std::string key_;
   std::mutex wmu_, rmu_;
   SQLite::Database w_;
   SQLite::Database r_;

@@ -128,6 +128,47 @@ void build_vnfd(const tosca::Package& pkg, const tosca::Flavour& fl, json::value
   v["levels"] = std::move(levels);
   v["default_level"] = fl.default_level;
   v["default_scale_status"] = std::move(default_status);
+  // The flavour's BaseHOT (Tacker's layout): every YAML under BaseHOT/<flavour>/ (and its
+  // nested/ folder) is a file Heat may need, keyed by its base name; the top template is
+  // the one no other file names.
+  json::object hot_files;
+  std::string prefix = "BaseHOT/" + fl.id + "/";
+  std::vector<std::pair<std::string, std::string>> tops;
+  for (const auto& f : pkg.files) {
+    if (f.rfind(prefix, 0) != 0)
+      continue;
+    std::string rest = f.substr(prefix.size());
+    bool direct = rest.find('/') == std::string::npos;
+    bool nested = rest.rfind("nested/", 0) == 0 && rest.find('/', 7) == std::string::npos;
+    bool yaml = rest.size() > 5 && (rest.compare(rest.size() - 5, 5, ".yaml") == 0 ||
+                                    rest.compare(rest.size() - 4, 4, ".yml") == 0);
+    if (!yaml || (!direct && !nested))
+      continue;
+    auto text = pkg.read_file(f);
+    if (!text.ok())
+      continue;
+    std::string base = rest.substr(rest.rfind('/') == std::string::npos ? 0 : rest.rfind('/') + 1);
+    if (direct)
+      tops.emplace_back(base, text.value());
+    hot_files[base] = text.value();
+  }
+  std::string top_name, top_text;
+  for (const auto& [name, text] : tops) {
+    bool referenced = false;
+    for (const auto& [other, otext] : hot_files) {
+      if (other != name && otext.is_string() &&
+          std::string_view(otext.get_string()).find(name) != std::string_view::npos)
+        referenced = true;
+    }
+    if (!referenced && (top_name.empty() || name < top_name)) {
+      top_name = name;
+      top_text = text;
+    }
+  }
+  if (!top_name.empty())
+    hot_files.erase(top_name);
+  v["base_hot"] =
+      json::object{{"name", top_name}, {"template", top_text}, {"files", std::move(hot_files)}};
   out = std::move(v);
 
   TypeRef aspect_t = object_type(
@@ -139,21 +180,27 @@ void build_vnfd(const tosca::Package& pkg, const tosca::Flavour& fl, json::value
                             {"vdu_instances", make_type(K::kMap, make_type(K::kInt)), true}});
   TypeRef cp_t = object_type(
       "cp", {{"vdu", make_type(K::kString), true}, {"virtual_link", make_type(K::kString), true}});
-  type =
-      object_type("vnfd", {{"id", make_type(K::kString), true},
-                           {"version", make_type(K::kString), true},
-                           {"provider", make_type(K::kString), true},
-                           {"product_name", make_type(K::kString), true},
-                           {"software_version", make_type(K::kString), true},
-                           {"flavour_id", make_type(K::kString), true},
-                           {"flavour_description", make_type(K::kString), true},
-                           {"properties", object_type("VNF properties", prop_fields), true},
-                           {"vdus", object_type("VDUs", vdu_fields), true},
-                           {"cps", make_type(K::kMap, cp_t), true},
-                           {"aspects", make_type(K::kMap, aspect_t), true},
-                           {"levels", make_type(K::kMap, level_t), true},
-                           {"default_level", make_type(K::kString), true},
-                           {"default_scale_status", make_type(K::kMap, make_type(K::kInt)), true}});
+  type = object_type(
+      "vnfd",
+      {{"id", make_type(K::kString), true},
+       {"version", make_type(K::kString), true},
+       {"provider", make_type(K::kString), true},
+       {"product_name", make_type(K::kString), true},
+       {"software_version", make_type(K::kString), true},
+       {"flavour_id", make_type(K::kString), true},
+       {"flavour_description", make_type(K::kString), true},
+       {"properties", object_type("VNF properties", prop_fields), true},
+       {"vdus", object_type("VDUs", vdu_fields), true},
+       {"cps", make_type(K::kMap, cp_t), true},
+       {"aspects", make_type(K::kMap, aspect_t), true},
+       {"levels", make_type(K::kMap, level_t), true},
+       {"default_level", make_type(K::kString), true},
+       {"default_scale_status", make_type(K::kMap, make_type(K::kInt)), true},
+       {"base_hot",
+        object_type("BaseHOT", {{"name", make_type(K::kString), true},
+                                {"template", make_type(K::kString), true},
+                                {"files", make_type(K::kMap, make_type(K::kString)), true}}),
+        true}});
 }
 
 struct Pending {  // what the type-check pass needs of a state

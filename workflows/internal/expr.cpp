@@ -500,6 +500,18 @@ R eval_call(const Expr& e, const Scope& s) {
     }
     return json::value(false);
   }
+  if (f == "find") {
+    if (!args[0].is_array() || !args[1].is_string())
+      return type_error(e, "find() needs a list and a field name");
+    for (const auto& item : args[0].get_array()) {
+      if (!item.is_object())
+        continue;
+      const json::value* fv = item.get_object().if_contains(args[1].get_string());
+      if (fv != nullptr && values_equal(*fv, args[2]))
+        return item;
+    }
+    return json::value(nullptr);
+  }
   if (f == "merge") {
     if (!args[0].is_object() || !args[1].is_object())
       return type_error(e, "merge() needs two maps");
@@ -930,9 +942,10 @@ class Checker {
       const char* name;
       size_t min, max;
     };
-    static const Sig kSigs[] = {
-        {"default", 2, 2}, {"len", 1, 1},  {"contains", 2, 3}, {"merge", 2, 2}, {"string", 1, 1},
-        {"int", 1, 1},     {"json", 1, 1}, {"join", 2, 2},     {"keys", 1, 1},  {"trim", 1, 1}};
+    static const Sig kSigs[] = {{"default", 2, 2}, {"len", 1, 1},    {"contains", 2, 3},
+                                {"merge", 2, 2},   {"string", 1, 1}, {"int", 1, 1},
+                                {"json", 1, 1},    {"join", 2, 2},   {"keys", 1, 1},
+                                {"trim", 1, 1},    {"find", 3, 3}};
     const Sig* sig = nullptr;
     for (const auto& s : kSigs) {
       if (e.name == s.name)
@@ -996,6 +1009,14 @@ class Checker {
     }
     if (f == "keys")
       return make_type(K::kList, prim(K::kString));
+    if (f == "find") {
+      if (args[0]->kind != K::kAny && args[0]->kind != K::kList)
+        error(*e.kids[0], "W0013", "find() needs a list, not " + to_string(*args[0]));
+      expect(*e.kids[1], *args[1], *prim(K::kString), "find()");
+      if (args[0]->kind == K::kList && args[0]->elem)
+        return args[0]->elem;
+      return prim(K::kAny);
+    }
     return prim(K::kAny);
   }
 

@@ -150,7 +150,9 @@ TEST_CASE("every operation of the local demo compiles and round-trips through JS
   }
   auto inst = workflows::compile(*pkg, {"instantiate", ""}, diags);
   // One machine: the hook follows the built-in steps.
-  CHECK(inst->states[static_cast<size_t>(inst->start)].name == "instantiate.record");
+  CHECK(inst->states[static_cast<size_t>(inst->start)].name == "instantiate.has_stack");
+  CHECK(inst->find("instantiate.create_stack") >= 0);
+  CHECK(inst->find("instantiate.record") >= 0);
   CHECK(inst->find("instantiate_end.configure") >= 0);
   auto seq = workflows::render(*inst, workflows::Format::kSeqdiag);
   CHECK(seq.find("\"vnflow\" -> \"vnflow host\"") != std::string::npos);

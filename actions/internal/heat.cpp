@@ -1,0 +1,666 @@
+// The heat.* actions: OpenStack Heat stack lifecycle as idempotent calls.
+//
+// Idempotency, as the executor relies on it (a re-dispatch after a crash carries the same
+// key and inputs):
+//   heat.stack.create   the stack name comes from the instance; an existing live stack of
+//                       that name is adopted instead of a second one being created;
+//   heat.stack.wait     read-only; polls through the executor (Outcome::poll);
+//   heat.stack.update   PATCH of the same parameters again is harmless;
+//   heat.stack.delete   404 means done;
+//   heat.resource.mark_unhealthy  marking twice is harmless.
+#include "actions/internal/heat.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <boost/json.hpp>
+
+#include "actions/actions.h"
+#include "actions/internal/openstack.h"
+
+namespace actions {
+
+namespace {
+
+using openstack::Session;
+
+std::string str_in(const json::object& in, const char* name, std::string dflt = {}) {
+  if (auto* v = in.if_contains(name); v != nullptr && v->is_string())
+    return std::string(v->get_string());
+  return dflt;
+}
+
+int64_t int_in(const json::object& in, const char* name, int64_t dflt) {
+  if (auto* v = in.if_contains(name); v != nullptr && v->is_int64())
+    return v->get_int64();
+  return dflt;
+}
+
+struct Target {
+  std::shared_ptr<Session> session;
+  json::object extra;
+};
+
+// The session for the VIM the state names; an Outcome on failure.
+bool open_vim(const json::object& in, const Context& ctx, const char* action, Target& t,
+              Outcome& fail) {
+  std::string id = str_in(in, "vim_id");
+  if (id.empty()) {
+    fail = Outcome::failure("invalid", std::string(action) + ": no vim_id");
+    return false;
+  }
+  if (!ctx.vim) {
+    fail = Outcome::failure("invalid", std::string(action) + ": this daemon has no VIM registry");
+    return false;
+  }
+  auto rec = ctx.vim(id);
+  if (!rec.ok()) {
+    fail = Outcome::failure(
+        "invalid", std::string(action) + ": VIM \"" + id + "\": " + rec.status().message());
+    return false;
+  }
+  const json::object& r = rec.value();
+  std::string type = r.contains("type") && r.at("type").is_string()
+                         ? std::string(r.at("type").get_string())
+                         : std::string();
+  if (type != "openstack") {
+    fail = Outcome::failure("invalid", std::string(action) + ": VIM \"" + id + "\" is a " +
+                                           (type.empty() ? "?" : type) + " VIM, not openstack");
+    return false;
+  }
+  const auto* access = r.if_contains("access");
+  if (access == nullptr || !access->is_object()) {
+    fail = Outcome::failure("invalid",
+                            std::string(action) + ": VIM \"" + id + "\" has no access info");
+    return false;
+  }
+  auto cloud = openstack::cloud_from_json(access->get_object());
+  if (!cloud.ok()) {
+    fail = Outcome::failure(
+        "invalid", std::string(action) + ": VIM \"" + id + "\": " + cloud.status().message());
+    return false;
+  }
+  t.session = Session::get(cloud.value());
+  if (auto* e = r.if_contains("extra"); e != nullptr && e->is_object())
+    t.extra = e->get_object();
+  return true;
+}
+
+std::string enc(std::string_view s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string o;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      o += static_cast<char>(c);
+    } else {
+      o += '%';
+      o += hex[c >> 4];
+      o += hex[c & 15];
+    }
+  }
+  return o;
+}
+
+// "name/id" -> "/stacks/name/id"; "name" -> "/stacks/name".
+std::string stack_path(const std::string& ref) {
+  auto slash = ref.find('/');
+  if (slash == std::string::npos)
+    return "/stacks/" + enc(ref);
+  return "/stacks/" + enc(ref.substr(0, slash)) + "/" + enc(ref.substr(slash + 1));
+}
+
+// The "name/id" at the end of a Heat link or Location header.
+std::string ref_from_link(const std::string& href) {
+  auto pos = href.rfind("/stacks/");
+  if (pos == std::string::npos)
+    return {};
+  return href.substr(pos + 8);
+}
+
+struct StackInfo {
+  bool found = false;
+  std::string name, id, status, reason;
+  json::object outputs;
+};
+
+// GET a stack by "name" or "name/id". By name alone Heat answers 302 to name/id.
+bool show_stack(Session& s, const std::string& ref, std::chrono::steady_clock::time_point dl,
+                StackInfo& info, openstack::CallError& err) {
+  std::string path = stack_path(ref);
+  auto r = s.call("orchestration", "GET", path, nullptr, {200, 302, 404}, dl, "GET " + path);
+  if (!r.ok) {
+    err = r.error;
+    return false;
+  }
+  if (r.reply.status == 404) {
+    info.found = false;
+    return true;
+  }
+  if (r.reply.status == 302) {
+    std::string full = ref_from_link(r.reply.location);
+    if (full.empty() || full == ref) {
+      err = {"transient", "GET " + path + ": a redirect without a stack id", 302};
+      return false;
+    }
+    return show_stack(s, full, dl, info, err);
+  }
+  const json::value* st =
+      r.reply.body.is_object() ? r.reply.body.get_object().if_contains("stack") : nullptr;
+  if (st == nullptr || !st->is_object()) {
+    err = {"transient", "GET " + path + ": an answer without a stack", 200};
+    return false;
+  }
+  const auto& o = st->get_object();
+  info.found = true;
+  info.name = str_in(o, "stack_name");
+  info.id = str_in(o, "id");
+  info.status = str_in(o, "stack_status");
+  info.reason = str_in(o, "stack_status_reason");
+  if (auto* outs = o.if_contains("outputs"); outs != nullptr && outs->is_array()) {
+    for (const auto& x : outs->get_array()) {
+      if (!x.is_object())
+        continue;
+      const auto& xo = x.get_object();
+      std::string k = str_in(xo, "output_key");
+      if (!k.empty())
+        info.outputs[k] = xo.contains("output_value") ? xo.at("output_value") : json::value();
+    }
+  }
+  return true;
+}
+
+bool live(const StackInfo& i) {
+  return i.found && i.status.rfind("DELETE_", 0) != 0;
+}
+
+class StackCreate final : public Action {
+ public:
+  Outcome run(const json::object& in, const Context& ctx) const override {
+    Target t;
+    Outcome fail;
+    if (!open_vim(in, ctx, "heat.stack.create", t, fail))
+      return fail;
+    std::string name = str_in(in, "name");
+    if (name.empty())
+      return Outcome::failure("invalid", "heat.stack.create: no stack name");
+    std::string what = "heat.stack.create of stack \"" + name + "\"";
+    // Read back first: a re-dispatch after a crash finds the stack the first call made.
+    StackInfo info;
+    openstack::CallError err;
+    if (!show_stack(*t.session, name, ctx.deadline, info, err))
+      return Outcome::failure(err.error_class, what + ": " + err.message);
+    if (live(info))
+      return adopted(info);
+    if (info.found)
+      return Outcome::failure("transient", what + ": a stack of that name is still being deleted");
+
+    json::object body{{"stack_name", name}, {"disable_rollback", true}};
+    body["template"] = in.contains("template") ? in.at("template") : json::value("");
+    json::object files;
+    if (auto* f = in.if_contains("files"); f != nullptr && f->is_object())
+      files = f->get_object();
+    // The VIM may carry an environment of its own (a resource_registry mapping types
+    // this cloud provides differently) with the files it names.
+    json::value env = in.contains("environment") ? in.at("environment") : json::value();
+    if (auto* ve = t.extra.if_contains("heat_environment"); ve != nullptr && !ve->is_null()) {
+      if (env.is_null() || (env.is_object() && env.get_object().empty()))
+        env = *ve;
+    }
+    if (auto* vf = t.extra.if_contains("heat_files"); vf != nullptr && vf->is_object()) {
+      for (const auto& [k, v] : vf->get_object()) {
+        if (!files.contains(k))
+          files[k] = v;
+      }
+    }
+    if (!files.empty())
+      body["files"] = std::move(files);
+    if (!env.is_null())
+      body["environment"] = std::move(env);
+    if (auto* p = in.if_contains("parameters"); p != nullptr && p->is_object())
+      body["parameters"] = *p;
+    body["timeout_mins"] = int_in(in, "timeout_mins", 60);
+    json::value bv = std::move(body);
+    auto r = t.session->call("orchestration", "POST", "/stacks", &bv, {201, 409}, ctx.deadline,
+                             "POST /stacks");
+    if (!r.ok) {
+      return Outcome::failure(r.error.error_class, what + ": " + r.error.message);
+    }
+    if (r.reply.status == 409) {
+      // Created by a concurrent or earlier call we did not see answer: adopt it.
+      if (!show_stack(*t.session, name, ctx.deadline, info, err))
+        return Outcome::failure(err.error_class, what + ": " + err.message);
+      if (live(info))
+        return adopted(info);
+      return Outcome::failure("transient", what + ": HTTP 409 and no live stack of that name");
+    }
+    std::string id;
+    if (r.reply.body.is_object()) {
+      if (auto* st = r.reply.body.get_object().if_contains("stack");
+          st != nullptr && st->is_object())
+        id = str_in(st->get_object(), "id");
+    }
+    if (id.empty())
+      return Outcome::failure("transient", what + ": HTTP 201 without a stack id");
+    return Outcome::success(json::object{
+        {"stack_id", id}, {"stack_name", name}, {"stack", name + "/" + id}, {"adopted", false}});
+  }
+
+ private:
+  static Outcome adopted(const StackInfo& i) {
+    return Outcome::success(json::object{{"stack_id", i.id},
+                                         {"stack_name", i.name},
+                                         {"stack", i.name + "/" + i.id},
+                                         {"adopted", true}});
+  }
+};
+
+class StackWait final : public Action {
+ public:
+  Outcome run(const json::object& in, const Context& ctx) const override {
+    Target t;
+    Outcome fail;
+    if (!open_vim(in, ctx, "heat.stack.wait", t, fail))
+      return fail;
+    std::string ref = str_in(in, "stack");
+    std::string until = str_in(in, "until", "CREATE_COMPLETE");
+    int64_t every = std::clamp<int64_t>(int_in(in, "poll_ms", 1000), 50, 60000);
+    std::string what = "heat.stack.wait for stack \"" + ref + "\" to reach " + until;
+    if (ref.empty())
+      return Outcome::failure("invalid", "heat.stack.wait: no stack");
+    if (until != "CREATE_COMPLETE" && until != "UPDATE_COMPLETE" && until != "DELETE_COMPLETE" &&
+        until != "GONE")
+      return Outcome::failure("invalid", what +
+                                             ": \"until\" is one of CREATE_COMPLETE, "
+                                             "UPDATE_COMPLETE, DELETE_COMPLETE, GONE");
+    StackInfo info;
+    openstack::CallError err;
+    // GONE: the name is free again (Heat refuses a new stack of that name until then).
+    std::string lookup = until == "GONE" ? ref.substr(0, ref.find('/')) : ref;
+    if (!show_stack(*t.session, lookup, ctx.deadline, info, err)) {
+      if (err.error_class == "transient")  // Heat restarting: keep polling within the timeout
+        return Outcome::poll(every * 2, json::object{{"last_error", err.message}});
+      return Outcome::failure(err.error_class, what + ": " + err.message);
+    }
+    if (!info.found) {
+      if (until == "GONE" || until == "DELETE_COMPLETE")
+        return Outcome::success(
+            json::object{{"status", "GONE"}, {"reason", ""}, {"outputs", json::object{}}});
+      return Outcome::failure("failed", what + ": the stack does not exist");
+    }
+    if (info.status == until)
+      return done(info);
+    if (until == "GONE" && info.status == "DELETE_COMPLETE")
+      return Outcome::poll(every);  // soft-deleted; the name frees a moment later
+    if (info.status.size() > 7 && info.status.compare(info.status.size() - 7, 7, "_FAILED") == 0)
+      return Outcome::failure("failed", what + ": " + info.status + ": " + info.reason);
+    if (info.status.find("_IN_PROGRESS") != std::string::npos)
+      return Outcome::poll(every, json::object{{"status", info.status}});
+    // A finished state of another action (e.g. CREATE_COMPLETE while waiting for an update
+    // that has not started yet is not possible with PATCH 202; treat it as unexpected).
+    if (until == "UPDATE_COMPLETE" && info.status == "CREATE_COMPLETE")
+      return Outcome::poll(every, json::object{{"status", info.status}});
+    return Outcome::failure("failed", what + ": the stack is " + info.status +
+                                          (info.reason.empty() ? "" : ": " + info.reason));
+  }
+
+ private:
+  static Outcome done(const StackInfo& i) {
+    return Outcome::success(json::object{{"status", i.status},
+                                         {"reason", i.reason},
+                                         {"stack", i.name + "/" + i.id},
+                                         {"outputs", i.outputs}});
+  }
+};
+
+class StackUpdate final : public Action {
+ public:
+  Outcome run(const json::object& in, const Context& ctx) const override {
+    Target t;
+    Outcome fail;
+    if (!open_vim(in, ctx, "heat.stack.update", t, fail))
+      return fail;
+    std::string ref = str_in(in, "stack");
+    std::string what = "heat.stack.update of stack \"" + ref + "\"";
+    json::object body;
+    if (auto* p = in.if_contains("parameters"); p != nullptr && p->is_object())
+      body["parameters"] = *p;
+    if (auto* tp = in.if_contains("template");
+        tp != nullptr && tp->is_string() && !tp->get_string().empty()) {
+      body["template"] = *tp;
+      json::object files;
+      if (auto* f = in.if_contains("files"); f != nullptr && f->is_object())
+        files = f->get_object();
+      if (auto* vf = t.extra.if_contains("heat_files"); vf != nullptr && vf->is_object()) {
+        for (const auto& [k, v] : vf->get_object()) {
+          if (!files.contains(k))
+            files[k] = v;
+        }
+      }
+      body["files"] = std::move(files);
+    }
+    body["timeout_mins"] = int_in(in, "timeout_mins", 60);
+    json::value bv = std::move(body);
+    auto r = t.session->call("orchestration", "PATCH", stack_path(ref), &bv, {202}, ctx.deadline,
+                             "PATCH " + stack_path(ref));
+    if (!r.ok)
+      return Outcome::failure(r.error.error_class, what + ": " + r.error.message);
+    return Outcome::success(json::object{{"stack", ref}});
+  }
+};
+
+class StackDelete final : public Action {
+ public:
+  // With wait (the default), the call reads back first and answers only once the stack's
+  // name is free again (GET by name = 404): each poll GETs; a live stack is DELETEd.
+  Outcome run(const json::object& in, const Context& ctx) const override {
+    Target t;
+    Outcome fail;
+    if (!open_vim(in, ctx, "heat.stack.delete", t, fail))
+      return fail;
+    std::string ref = str_in(in, "stack");
+    if (ref.empty())
+      return Outcome::success(json::object{{"gone", true}});  // nothing was ever created
+    bool wait = true;
+    if (auto* w = in.if_contains("wait"); w != nullptr && w->is_bool())
+      wait = w->get_bool();
+    int64_t every = std::clamp<int64_t>(int_in(in, "poll_ms", 1000), 50, 60000);
+    std::string what = "heat.stack.delete of stack \"" + ref + "\"";
+    if (wait) {
+      StackInfo info;
+      openstack::CallError err;
+      if (!show_stack(*t.session, ref.substr(0, ref.find('/')), ctx.deadline, info, err)) {
+        if (err.error_class == "transient")
+          return Outcome::poll(every * 2, json::object{{"last_error", err.message}});
+        return Outcome::failure(err.error_class, what + ": " + err.message);
+      }
+      if (!info.found)
+        return Outcome::success(json::object{{"gone", true}});
+      if (info.status == "DELETE_IN_PROGRESS" || info.status == "DELETE_COMPLETE")
+        return Outcome::poll(every, json::object{{"status", info.status}});
+      if (info.status == "DELETE_FAILED")
+        return Outcome::failure("failed", what + ": DELETE_FAILED: " + info.reason);
+      ref = info.name + "/" + info.id;
+    }
+    auto r = t.session->call("orchestration", "DELETE", stack_path(ref), nullptr, {204, 404},
+                             ctx.deadline, "DELETE " + stack_path(ref));
+    if (!r.ok) {
+      if (wait && r.error.error_class == "transient")
+        return Outcome::poll(every * 2, json::object{{"last_error", r.error.message}});
+      return Outcome::failure(r.error.error_class, what + ": " + r.error.message);
+    }
+    if (!wait || r.reply.status == 404)
+      return Outcome::success(json::object{{"gone", r.reply.status == 404}});
+    return Outcome::poll(every, json::object{{"status", "DELETE_IN_PROGRESS"}});
+  }
+};
+
+class StackOutputs final : public Action {
+ public:
+  Outcome run(const json::object& in, const Context& ctx) const override {
+    Target t;
+    Outcome fail;
+    if (!open_vim(in, ctx, "heat.stack.outputs", t, fail))
+      return fail;
+    std::string ref = str_in(in, "stack");
+    StackInfo info;
+    openstack::CallError err;
+    if (!show_stack(*t.session, ref, ctx.deadline, info, err))
+      return Outcome::failure(err.error_class,
+                              "heat.stack.outputs of \"" + ref + "\": " + err.message);
+    if (!info.found)
+      return Outcome::failure("failed", "heat.stack.outputs: no stack \"" + ref + "\"");
+    return Outcome::success(json::object{{"status", info.status}, {"outputs", info.outputs}});
+  }
+};
+
+class MarkUnhealthy final : public Action {
+ public:
+  Outcome run(const json::object& in, const Context& ctx) const override {
+    Target t;
+    Outcome fail;
+    if (!open_vim(in, ctx, "heat.resource.mark_unhealthy", t, fail))
+      return fail;
+    std::string ref = str_in(in, "stack");
+    std::string res = str_in(in, "resource");
+    std::string path = stack_path(ref) + "/resources/" + enc(res);
+    json::value body = json::object{
+        {"mark_unhealthy", true}, {"resource_status_reason", str_in(in, "reason", "vnflow heal")}};
+    auto r = t.session->call("orchestration", "PATCH", path, &body, {200}, ctx.deadline,
+                             "PATCH " + path);
+    if (!r.ok)
+      return Outcome::failure(r.error.error_class, "heat.resource.mark_unhealthy of \"" + res +
+                                                       "\" in stack \"" + ref +
+                                                       "\": " + r.error.message);
+    return Outcome::success(json::object{{"stack", ref}, {"resource", res}});
+  }
+};
+
+class Resources final : public Action {
+ public:
+  Outcome run(const json::object& in, const Context& ctx) const override {
+    Target t;
+    Outcome fail;
+    if (!open_vim(in, ctx, "heat.resources", t, fail))
+      return fail;
+    std::string ref = str_in(in, "stack");
+    int64_t depth = std::clamp<int64_t>(int_in(in, "nested_depth", 5), 0, 10);
+    std::string path =
+        stack_path(ref) + "/resources?nested_depth=" + std::to_string(depth) + "&with_detail=true";
+    auto r =
+        t.session->call("orchestration", "GET", path, nullptr, {200}, ctx.deadline, "GET " + path);
+    if (!r.ok)
+      return Outcome::failure(r.error.error_class,
+                              "heat.resources of stack \"" + ref + "\": " + r.error.message);
+    json::array list;
+    if (r.reply.body.is_object()) {
+      if (auto* rs = r.reply.body.get_object().if_contains("resources");
+          rs != nullptr && rs->is_array())
+        list = rs->get_array();
+    }
+    json::object vdus, cps;
+    if (auto* v = in.if_contains("vdus"); v != nullptr && v->is_object())
+      vdus = v->get_object();
+    if (auto* c = in.if_contains("cps"); c != nullptr && c->is_object())
+      cps = c->get_object();
+    return Outcome::success(heat_inventory(list, vdus, cps));
+  }
+};
+
+}  // namespace
+
+json::object heat_inventory(const json::array& resources, const json::object& vdus,
+                            const json::object& cps) {
+  json::array out;
+  struct Res {
+    std::string name, type, status, physical_id, stack;
+    json::object attributes;
+  };
+  std::vector<Res> all;
+  for (const auto& x : resources) {
+    if (!x.is_object())
+      continue;
+    const auto& o = x.get_object();
+    Res r;
+    r.name = str_in(o, "resource_name");
+    r.type = str_in(o, "resource_type");
+    r.status = str_in(o, "resource_status");
+    r.physical_id = str_in(o, "physical_resource_id");
+    if (auto* links = o.if_contains("links"); links != nullptr && links->is_array()) {
+      for (const auto& l : links->get_array()) {
+        if (l.is_object() && str_in(l.get_object(), "rel") == "stack")
+          r.stack = ref_from_link(str_in(l.get_object(), "href"));
+      }
+    }
+    if (auto* a = o.if_contains("attributes"); a != nullptr && a->is_object())
+      r.attributes = a->get_object();
+    out.push_back(json::object{{"name", r.name},
+                               {"type", r.type},
+                               {"status", r.status},
+                               {"physical_id", r.physical_id},
+                               {"stack", r.stack}});
+    all.push_back(std::move(r));
+  }
+  // VNFCs: each VDU resource, with the addresses of its CPs in the same (member) stack.
+  json::array vnfcs;
+  auto first_ip = [](const json::object& attrs) -> std::string {
+    if (auto* f = attrs.if_contains("fixed_ips"); f != nullptr && f->is_array()) {
+      for (const auto& ip : f->get_array()) {
+        if (ip.is_object())
+          return str_in(ip.get_object(), "ip_address");
+      }
+    }
+    return {};
+  };
+  for (const auto& r : all) {
+    if (!vdus.contains(r.name) || r.status.rfind("DELETE", 0) == 0)
+      continue;
+    json::object addresses;
+    std::string first;
+    for (const auto& c : all) {
+      if (c.stack != r.stack || !cps.contains(c.name))
+        continue;
+      const auto& cp = cps.at(c.name);
+      if (!cp.is_object() || str_in(cp.get_object(), "vdu") != r.name)
+        continue;
+      std::string ip = first_ip(c.attributes);
+      if (!ip.empty()) {
+        addresses[c.name] = ip;
+        if (first.empty())
+          first = ip;
+      }
+    }
+    if (first.empty()) {
+      first = str_in(r.attributes, "first_address");
+      if (first.empty()) {
+        if (auto* n = r.attributes.if_contains("networks"); n != nullptr && n->is_object()) {
+          for (const auto& [net, ips] : n->get_object()) {
+            if (ips.is_array() && !ips.get_array().empty() && ips.get_array()[0].is_string()) {
+              first = std::string(ips.get_array()[0].get_string());
+              break;
+            }
+          }
+        }
+      }
+    }
+    json::object v{{"id", r.physical_id},
+                   {"vdu", r.name},
+                   {"resource_id", r.physical_id},
+                   {"stack_id", r.stack},
+                   {"addresses", std::move(addresses)}};
+    if (!first.empty())
+      v["address"] = first;
+    vnfcs.push_back(std::move(v));
+  }
+  std::stable_sort(vnfcs.begin(), vnfcs.end(), [](const json::value& a, const json::value& b) {
+    return std::string(a.at("vdu").as_string()) < std::string(b.at("vdu").as_string());
+  });
+  return json::object{{"resources", std::move(out)}, {"vnfcs", std::move(vnfcs)}};
+}
+
+void add_heat_actions(Registry& r) {
+  r.add("heat.stack.create", std::make_shared<StackCreate>());
+  r.add("heat.stack.wait", std::make_shared<StackWait>());
+  r.add("heat.stack.update", std::make_shared<StackUpdate>());
+  r.add("heat.stack.delete", std::make_shared<StackDelete>());
+  r.add("heat.stack.outputs", std::make_shared<StackOutputs>());
+  r.add("heat.resource.mark_unhealthy", std::make_shared<MarkUnhealthy>());
+  r.add("heat.resources", std::make_shared<Resources>());
+}
+
+}  // namespace actions
+
+namespace actions {
+
+namespace {
+
+void merge_into(json::object& dst, const json::object& src) {
+  for (const auto& [k, v] : src) {
+    auto* d = dst.if_contains(k);
+    if (d != nullptr && d->is_object() && v.is_object())
+      merge_into(d->get_object(), v.get_object());
+    else
+      dst[k] = v;
+  }
+}
+
+const json::object& obj_at(const json::object& o, const char* k) {
+  static const json::object empty;
+  auto* v = o.if_contains(k);
+  return v != nullptr && v->is_object() ? v->get_object() : empty;
+}
+
+}  // namespace
+
+Outcome heat_parameters(const json::object& in) {
+  const json::object& vnfd = obj_at(in, "vnfd");
+  const json::object& vdus = obj_at(vnfd, "vdus");
+  const json::object& cps = obj_at(vnfd, "cps");
+  const json::object& aspects = obj_at(vnfd, "aspects");
+  const json::object& levels = obj_at(vnfd, "levels");
+  std::string level_id = str_in(in, "level");
+  if (level_id.empty())
+    level_id = str_in(vnfd, "default_level");
+  const json::object& level = obj_at(levels, level_id.c_str());
+  const json::object& level_vdus = obj_at(level, "vdu_instances");
+  const json::object& level_scale = obj_at(level, "scale_info");
+  const json::object& status = obj_at(in, "scale_status");
+
+  json::object nfv_vdu;
+  for (const auto& [vdu, dv] : vdus) {
+    if (!dv.is_object())
+      continue;
+    const auto& d = dv.get_object();
+    int64_t min = int_in(d, "min_instances", 1), max = int_in(d, "max_instances", min);
+    int64_t n = int_in(level_vdus, std::string(vdu).c_str(), min);
+    for (const auto& [asp, av] : aspects) {
+      if (!av.is_object())
+        continue;
+      const json::object& deltas = obj_at(av.get_object(), "deltas");
+      const json::object& per = obj_at(deltas, std::string(vdu).c_str());
+      if (per.empty())
+        continue;
+      int64_t step = 0;
+      for (const auto& [name, num] : per) {
+        if (num.is_int64()) {
+          step = num.get_int64();
+          break;
+        }
+      }
+      int64_t at = int_in(status, std::string(asp).c_str(), 0);
+      int64_t base = int_in(level_scale, std::string(asp).c_str(), 0);
+      n += (at - base) * step;
+    }
+    n = std::clamp<int64_t>(n, std::min(min, max), std::max(min, max));
+    json::object v{{"flavor", std::string(vdu)}, {"desired_capacity", n}};
+    std::string image = str_in(d, "sw_image");
+    if (!image.empty())
+      v["image"] = image;
+    nfv_vdu[vdu] = std::move(v);
+  }
+  json::object nfv_cp;
+  for (const auto& [cp, cv] : cps) {
+    if (!cv.is_object())
+      continue;
+    std::string net = str_in(cv.get_object(), "virtual_link");
+    if (auto* evl = in.if_contains("ext_virtual_links"); evl != nullptr && evl->is_array()) {
+      for (const auto& l : evl->get_array()) {
+        if (!l.is_object())
+          continue;
+        const auto* ext = l.get_object().if_contains("extCps");
+        if (ext == nullptr || !ext->is_array())
+          continue;
+        for (const auto& e : ext->get_array()) {
+          if (e.is_object() && str_in(e.get_object(), "cpdId") == cp)
+            net = str_in(l.get_object(), "resourceId");
+        }
+      }
+    }
+    nfv_cp[cp] = json::object{{"network", net}};
+  }
+  json::object nfv{{"VDU", std::move(nfv_vdu)}, {"CP", std::move(nfv_cp)}};
+  merge_into(nfv, obj_at(in, "overrides"));
+  return Outcome::success(json::object{{"parameters", json::object{{"nfv", std::move(nfv)}}}});
+}
+
+}  // namespace actions

@@ -1,0 +1,317 @@
+// Keystone v3 sessions (token cache, re-auth on 401, catalog endpoints).
+#include "actions/internal/openstack.h"
+
+#include <ctime>
+#include <map>
+
+#include <boost/json.hpp>
+
+namespace actions::openstack {
+
+namespace {
+
+std::string str(const json::object& o, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (auto* v = o.if_contains(n); v != nullptr && v->is_string())
+      return std::string(v->get_string());
+  }
+  return {};
+}
+
+// "2026-11-23T03:00:00.000000Z" -> time point; epoch on a parse failure.
+std::chrono::system_clock::time_point parse_time(const std::string& s) {
+  std::tm tm{};
+  if (s.size() < 19 || std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon,
+                                   &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+    return {};
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return std::chrono::system_clock::from_time_t(timegm(&tm));
+}
+
+CallError transport(const base::Status& s) {
+  CallError e;
+  e.error_class = s.code() == base::StatusCode::kDeadlineExceeded  ? "timeout"
+                  : s.code() == base::StatusCode::kInvalidArgument ? "invalid"
+                                                                   : "transient";
+  e.message = s.message();
+  return e;
+}
+
+std::string api_message(const std::string& body) {
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (!ec && v.is_object()) {
+    const auto& o = v.get_object();
+    if (auto* err = o.if_contains("error"); err != nullptr && err->is_object()) {
+      std::string m = str(err->get_object(), {"message", "title"});
+      std::string t = str(err->get_object(), {"type"});
+      if (!t.empty() && !m.empty())
+        return t + ": " + m;
+      if (!m.empty())
+        return m;
+    }
+    std::string m = str(o, {"message", "title", "explanation"});
+    if (!m.empty())
+      return m;
+  }
+  std::string b = body.substr(0, 200);
+  for (char& c : b) {
+    if (c == '\n' || c == '\r')
+      c = ' ';
+  }
+  return b;
+}
+
+std::mutex g_mu;
+std::map<std::string, std::shared_ptr<Session>>& sessions() {
+  static std::map<std::string, std::shared_ptr<Session>> m;
+  return m;
+}
+
+}  // namespace
+
+base::Result<Cloud> cloud_from_json(const json::object& a) {
+  Cloud c;
+  c.auth_url = str(a, {"auth_url", "authUrl"});
+  if (c.auth_url.empty()) {
+    if (auto* ii = a.if_contains("interfaceInfo"); ii != nullptr && ii->is_object())
+      c.auth_url = str(ii->get_object(), {"endpoint"});
+  }
+  c.username = str(a, {"username"});
+  c.password = str(a, {"password"});
+  std::string ud = str(a, {"user_domain_name", "userDomain"});
+  if (!ud.empty())
+    c.user_domain = ud;
+  c.project = str(a, {"project_name", "project"});
+  c.project_id = str(a, {"project_id", "projectId"});
+  std::string pd = str(a, {"project_domain_name", "projectDomain"});
+  if (!pd.empty())
+    c.project_domain = pd;
+  c.app_cred_id = str(a, {"application_credential_id"});
+  c.app_cred_name = str(a, {"application_credential_name"});
+  c.app_cred_secret = str(a, {"application_credential_secret"});
+  c.region = str(a, {"region", "region_name"});
+  std::string itf = str(a, {"interface"});
+  if (!itf.empty())
+    c.interface = itf;
+  c.ca_file = str(a, {"cacert", "ca_file"});
+  if (c.auth_url.empty())
+    return base::Status::InvalidArgument("the VIM has no auth_url");
+  bool app = !c.app_cred_id.empty() || !c.app_cred_name.empty();
+  if (app && c.app_cred_secret.empty())
+    return base::Status::InvalidArgument("the VIM's application credential has no secret");
+  if (!app && (c.username.empty() || c.password.empty()))
+    return base::Status::InvalidArgument(
+        "the VIM has neither a username and password nor an application credential");
+  if (!app && c.project.empty() && c.project_id.empty())
+    return base::Status::InvalidArgument("the VIM names no project to scope its token to");
+  while (!c.auth_url.empty() && c.auth_url.back() == '/')
+    c.auth_url.pop_back();
+  if (c.auth_url.size() < 3 || c.auth_url.compare(c.auth_url.size() - 3, 3, "/v3") != 0)
+    c.auth_url += "/v3";
+  return c;
+}
+
+std::shared_ptr<Session> Session::get(const Cloud& c) {
+  std::string k =
+      c.auth_url + '\n' + c.username + '\n' + c.user_domain + '\n' + c.project + '\n' +
+      c.project_id + '\n' + c.project_domain + '\n' + c.app_cred_id + '\n' + c.app_cred_name +
+      '\n' + c.region + '\n' + c.interface + '\n' + c.ca_file + '\n' +
+      base::digest_hex(base::DigestAlgorithm::kSha256, c.password + '\n' + c.app_cred_secret);
+  std::lock_guard<std::mutex> l(g_mu);
+  auto& m = sessions();
+  auto it = m.find(k);
+  if (it != m.end())
+    return it->second;
+  auto s = std::shared_ptr<Session>(new Session(c));
+  m.emplace(k, s);
+  return s;
+}
+
+void Session::forget_all() {
+  std::lock_guard<std::mutex> l(g_mu);
+  sessions().clear();
+}
+
+int Session::auth_count() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return auth_count_;
+}
+
+bool Session::authenticate(std::chrono::steady_clock::time_point deadline, CallError& err) {
+  json::object identity;
+  bool app = !cloud_.app_cred_id.empty() || !cloud_.app_cred_name.empty();
+  if (app) {
+    json::object ac{{"secret", cloud_.app_cred_secret}};
+    if (!cloud_.app_cred_id.empty()) {
+      ac["id"] = cloud_.app_cred_id;
+    } else {
+      ac["name"] = cloud_.app_cred_name;
+      ac["user"] = json::object{{"name", cloud_.username},
+                                {"domain", json::object{{"name", cloud_.user_domain}}}};
+    }
+    identity = json::object{{"methods", json::array{"application_credential"}},
+                            {"application_credential", std::move(ac)}};
+  } else {
+    identity = json::object{
+        {"methods", json::array{"password"}},
+        {"password",
+         json::object{{"user", json::object{{"name", cloud_.username},
+                                            {"domain", json::object{{"name", cloud_.user_domain}}},
+                                            {"password", cloud_.password}}}}}};
+  }
+  json::object auth{{"identity", std::move(identity)}};
+  if (!app) {
+    json::object project;
+    if (!cloud_.project_id.empty())
+      project["id"] = cloud_.project_id;
+    else
+      project = json::object{{"name", cloud_.project},
+                             {"domain", json::object{{"name", cloud_.project_domain}}}};
+    auth["scope"] = json::object{{"project", std::move(project)}};
+  }
+  http::Request req;
+  req.method = "POST";
+  req.url = cloud_.auth_url + "/auth/tokens";
+  req.headers = {{"Content-Type", "application/json"}, {"Accept", "application/json"}};
+  req.body = json::serialize(json::object{{"auth", std::move(auth)}});
+  http::Options opt;
+  opt.ca_file = cloud_.ca_file;
+  opt.deadline = deadline;
+  auto r = http::send(req, opt);
+  if (!r.ok()) {
+    err = transport(r.status());
+    err.message = "Keystone authentication: " + err.message;
+    return false;
+  }
+  const auto& res = r.value();
+  if (res.status != 201 && res.status != 200) {
+    err.status = res.status;
+    err.error_class = res.status >= 500 ? "transient" : "invalid";
+    err.message = "Keystone authentication at " + cloud_.auth_url + " as \"" +
+                  (app ? "application credential" : cloud_.username) + "\": HTTP " +
+                  std::to_string(res.status) + " " + api_message(res.body);
+    return false;
+  }
+  boost::system::error_code ec;
+  json::value v = json::parse(res.body, ec);
+  std::string token = res.header("x-subject-token");
+  if (ec || !v.is_object() || token.empty() || !v.get_object().contains("token")) {
+    err.error_class = "transient";
+    err.message = "Keystone authentication: an answer without a token";
+    return false;
+  }
+  const auto& t = v.get_object().at("token").as_object();
+  token_ = std::move(token);
+  expires_ = parse_time(str(t, {"expires_at"}));
+  catalog_ = t.contains("catalog") ? t.at("catalog") : json::value(json::array{});
+  auth_count_++;
+  return true;
+}
+
+std::string Session::endpoint(const std::string& type, CallError& err) const {
+  if (catalog_.is_array()) {
+    for (const auto& svc : catalog_.get_array()) {
+      if (!svc.is_object() || str(svc.get_object(), {"type"}) != type)
+        continue;
+      const auto* eps = svc.get_object().if_contains("endpoints");
+      if (eps == nullptr || !eps->is_array())
+        continue;
+      for (const auto& ep : eps->get_array()) {
+        if (!ep.is_object())
+          continue;
+        const auto& e = ep.get_object();
+        if (str(e, {"interface"}) != cloud_.interface)
+          continue;
+        if (!cloud_.region.empty() && str(e, {"region_id"}) != cloud_.region &&
+            str(e, {"region"}) != cloud_.region)
+          continue;
+        std::string url = str(e, {"url"});
+        while (!url.empty() && url.back() == '/')
+          url.pop_back();
+        return url;
+      }
+    }
+  }
+  err.error_class = "invalid";
+  err.message = "the service catalog of " + cloud_.auth_url + " has no " + cloud_.interface +
+                " \"" + type + "\" endpoint" +
+                (cloud_.region.empty() ? "" : " in region " + cloud_.region);
+  return {};
+}
+
+Session::Result Session::call(const std::string& type, const std::string& method,
+                              const std::string& path, const json::value* body,
+                              std::initializer_list<int> accept,
+                              std::chrono::steady_clock::time_point deadline,
+                              const std::string& what) {
+  Result out;
+  for (int round = 0; round < 2; ++round) {
+    std::string token, base;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto soon = std::chrono::system_clock::now() + std::chrono::minutes(2);
+      if (token_.empty() || round > 0 ||
+          (expires_.time_since_epoch().count() != 0 && expires_ < soon)) {
+        token_.clear();
+        if (!authenticate(deadline, out.error))
+          return out;
+      }
+      base = endpoint(type, out.error);
+      if (base.empty())
+        return out;
+      token = token_;
+    }
+    http::Request req;
+    req.method = method;
+    req.url = base + path;
+    req.headers = {{"X-Auth-Token", token}, {"Accept", "application/json"}};
+    if (body != nullptr) {
+      req.headers.emplace_back("Content-Type", "application/json");
+      req.body = json::serialize(*body);
+    }
+    http::Options opt;
+    opt.ca_file = cloud_.ca_file;
+    opt.deadline = deadline;
+    auto r = http::send(req, opt);
+    if (!r.ok()) {
+      out.error = transport(r.status());
+      out.error.message = what + ": " + out.error.message;
+      return out;
+    }
+    const auto& res = r.value();
+    if (res.status == 401 && round == 0)
+      continue;  // the token was revoked or expired early: authenticate again, once
+    for (int a : accept) {
+      if (res.status == a) {
+        out.ok = true;
+        out.reply.status = res.status;
+        out.reply.location = res.header("location");
+        boost::system::error_code ec;
+        if (!res.body.empty()) {
+          json::value v = json::parse(res.body, ec);
+          if (!ec)
+            out.reply.body = std::move(v);
+        }
+        return out;
+      }
+    }
+    out.error.status = res.status;
+    std::string msg = api_message(res.body);
+    if (res.status >= 500 || res.status == 429)
+      out.error.error_class = "transient";
+    else if (res.status == 409 && msg.find("InProgress") != std::string::npos)
+      out.error.error_class = "transient";
+    else if (res.status == 409)
+      out.error.error_class = "failed";
+    else
+      out.error.error_class = "invalid";
+    out.error.message =
+        what + ": HTTP " + std::to_string(res.status) + (msg.empty() ? "" : " " + msg);
+    return out;
+  }
+  return out;
+}
+
+}  // namespace actions::openstack

@@ -1,0 +1,87 @@
+// openstack: Keystone v3 sessions and the Heat calls the heat.* actions make.
+//
+// A Cloud is a VIM's access info. Sessions are cached process-wide per credential: a
+// token is reused until 2 minutes before it expires, and a 401 re-authenticates once.
+// Endpoints come from the token's catalog (service type, interface, region).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <boost/json/value.hpp>
+
+#include "actions/internal/http.h"
+#include "base/base.h"
+
+namespace actions::openstack {
+
+namespace json = boost::json;
+
+struct Cloud {
+  std::string auth_url;  // Keystone; "/v3" is appended when missing
+  std::string username, password, user_domain = "Default";
+  std::string project, project_id, project_domain = "Default";
+  std::string app_cred_id, app_cred_name, app_cred_secret;
+  std::string region;
+  std::string interface = "public";
+  std::string ca_file;
+};
+
+// From a VIM's access info: {auth_url, username, password, user_domain_name, project_name,
+// project_id, project_domain_name, application_credential_id|_name, _secret, region,
+// interface, cacert}. Also accepts the SOL003 accessInfo spellings (project, userDomain,
+// projectDomain) and interfaceInfo.endpoint as auth_url.
+base::Result<Cloud> cloud_from_json(const json::object& access);
+
+// An error of an OpenStack call, classified for the retry policy: transient (refused,
+// reset, 5xx, 409 in progress), timeout, invalid (400, 401 after re-auth, 403, 404 on
+// create), failed (anything else). `message` names the call; it never holds a secret.
+struct CallError {
+  std::string error_class;
+  std::string message;
+  int status = 0;  // HTTP status, 0 for transport errors
+};
+
+struct Reply {
+  int status = 0;
+  json::value body;  // null when the body is empty or not JSON
+  std::string location;
+};
+
+class Session {
+ public:
+  // The cached session for these credentials (created on first use).
+  static std::shared_ptr<Session> get(const Cloud& cloud);
+  // Drops every cached token (tests; `vim delete`).
+  static void forget_all();
+
+  // Calls `service_type`'s endpoint: `path` is appended to the catalog URL. Statuses
+  // in `accept` are returned as replies; any other is a CallError.
+  struct Result {
+    bool ok = false;
+    Reply reply;
+    CallError error;
+  };
+  Result call(const std::string& service_type, const std::string& method, const std::string& path,
+              const json::value* body, std::initializer_list<int> accept,
+              std::chrono::steady_clock::time_point deadline, const std::string& what);
+
+  // For tests: how many times this session authenticated.
+  int auth_count() const;
+
+ private:
+  explicit Session(Cloud c) : cloud_(std::move(c)) {}
+  bool authenticate(std::chrono::steady_clock::time_point deadline, CallError& err);
+  std::string endpoint(const std::string& service_type, CallError& err) const;
+
+  Cloud cloud_;
+  mutable std::mutex mu_;
+  std::string token_;
+  std::chrono::system_clock::time_point expires_;
+  json::value catalog_;
+  int auth_count_ = 0;
+};
+
+}  // namespace actions::openstack
