@@ -92,6 +92,9 @@ bool is_instance_action(std::string_view name);
 // True for field names whose values are secrets (password, token, secret, private key,
 // credential...). Such values never reach logs, histories or error text.
 bool is_secret_name(std::string_view name);
+// Checks an OpenStack VIM's access info (auth_url, user or application credential,
+// project) without contacting it; the message says what is missing.
+base::Status check_openstack_access(const json::object& access);
 // A copy of `v` with every secret-named field's value replaced by "***".
 json::value redact(const json::value& v);
 

@@ -259,6 +259,11 @@ base::Result<InstanceRecord> create_instance(Store& store, std::string_view pack
                                              std::string name, std::string description);
 // Checks the request (SOL003 body), compiles the operation's machine from the instance's
 // package and queues the operation (STARTING). Compile problems go to `diags`.
+// A request's vimConnectionInfo made storable: entries with accessInfo are registered as
+// VIMs (secrets sealed) and replaced by {id, vimId, vimType}; vimIds must be registered
+// (names are resolved to ids). With `required`, a request without one gets the default VIM.
+base::Status normalize_vim_connections(Store& store, json::value& request, bool required);
+
 base::Result<OpRecord> request_operation(Store& store, std::string_view instance_id,
                                          std::string_view operation, const json::value& request,
                                          base::Diagnostics& diags);

@@ -6,6 +6,8 @@
 
 #include <boost/json.hpp>
 
+#include "actions/actions.h"
+
 namespace actions::openstack {
 
 namespace {
@@ -315,3 +317,10 @@ Session::Result Session::call(const std::string& type, const std::string& method
 }
 
 }  // namespace actions::openstack
+
+namespace actions {
+base::Status check_openstack_access(const json::object& access) {
+  auto c = openstack::cloud_from_json(access);
+  return c.ok() ? base::Status::Ok() : c.status();
+}
+}  // namespace actions

@@ -25,6 +25,11 @@ namespace vnflow_cli {
 namespace json = boost::json;
 using engine::OpState;
 
+int fail(const base::Status& s) {
+  std::cerr << "vnflow: " << s.message() << "\n";
+  return 1;
+}
+
 namespace {
 
 struct Opts {
@@ -35,8 +40,12 @@ struct Opts {
 
 // Options that take a value; everything else starting with "--" is a flag.
 const std::set<std::string> kValued = {
-    "--db",      "--package", "--name",  "--description", "--request", "--workers", "--work-dir",
-    "--timeout", "--from",    "--state", "--instance",    "--limit",   "--poll-ms"};
+    "--db", "--package", "--name", "--description", "--request", "--workers", "--work-dir",
+    "--timeout", "--from", "--state", "--instance", "--limit", "--poll-ms",
+    // vim register
+    "--type", "--cloud", "--clouds-file", "--auth-url", "--username", "--password-file",
+    "--project", "--user-domain", "--project-domain", "--region", "--interface", "--cacert",
+    "--heat-env", "--server", "--token-file", "--ca-file", "--id"};
 
 bool parse(const std::vector<std::string>& argv, size_t start, Opts& o, std::string& err) {
   for (size_t i = start; i < argv.size(); ++i) {
@@ -88,11 +97,6 @@ std::unique_ptr<engine::Store> open_store(const Opts& o) {
     return nullptr;
   }
   return std::move(s).value();
-}
-
-int fail(const base::Status& s) {
-  std::cerr << "vnflow: " << s.message() << "\n";
-  return 1;
 }
 
 void print_diags(const base::Diagnostics& diags) {
@@ -644,6 +648,12 @@ int cmd_engine(const std::vector<std::string>& argv) {
     return cmd_instance(argv, o);
   if (group == "op")
     return cmd_op(argv, o);
+  if (group == "vim") {
+    auto store = open_store(o);
+    if (!store)
+      return 1;
+    return cmd_vim(argv, o.kv, o.flags, o.pos, *store);
+  }
   if (group == "daemon")
     return cmd_daemon(o);
   return 2;

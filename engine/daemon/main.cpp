@@ -45,6 +45,9 @@ constexpr const char* kUsage =
     "  op list [--instance ID] [--state S] | show OP | history OP | wait OP | watch OP\n"
     "  op retry|rollback|fail|cancel OP\n"
     "  op replay OP --dry-run [--package PATH] | --from STATE\n"
+    "  vim register --name N [--from-env | --cloud NAME | --auth-url URL --username U\n"
+    "      --password-file F --project P] [--heat-env FILE] [--default] | list | show | delete\n"
+    "      the VIM registry (OpenStack, Kubernetes); secrets sealed at rest, never printed\n"
     "  daemon [--workers N] [--work-dir DIR]\n"
     "      run queued operations; resumes interrupted ones; SIGTERM drains\n"
     "      the database: --db FILE, else $VNFLOW_DB, else ~/.local/share/vnflow/vnflow.db\n"
@@ -566,7 +569,8 @@ int run(const std::vector<std::string>& argv) {
   }
   if (argv[1] == "workflow")
     return cmd_workflow(argv);
-  if (argv[1] == "package" || argv[1] == "instance" || argv[1] == "op" || argv[1] == "daemon")
+  if (argv[1] == "package" || argv[1] == "instance" || argv[1] == "op" || argv[1] == "vim" ||
+      argv[1] == "daemon")
     return cmd_engine(argv);
   if (argv[1] == "csar" && argv.size() >= 3) {
     Args a;

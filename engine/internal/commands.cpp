@@ -166,6 +166,122 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
 
 }  // namespace
 
+namespace {
+
+std::string vim_type_of(std::string_view t) {
+  if (t.find("OPENSTACK") != std::string_view::npos || t == "openstack")
+    return "openstack";
+  if (t.find("KUBERNETES") != std::string_view::npos || t.find("HELM") != std::string_view::npos ||
+      t == "kubernetes")
+    return "kubernetes";
+  return {};
+}
+
+}  // namespace
+
+base::Status normalize_vim_connections(Store& store, json::value& request, bool required) {
+  if (!request.is_object())
+    return base::Status::Ok();
+  auto& r = request.get_object();
+  json::value* vci = r.if_contains("vimConnectionInfo");
+  // SOL003 v2 writes a map keyed by connection id; v1 a list. vnflow keeps a list.
+  if (vci != nullptr && vci->is_object()) {
+    json::array list;
+    for (const auto& [k, v] : vci->get_object()) {
+      json::value e = v;
+      if (e.is_object() && !e.get_object().contains("id"))
+        e.get_object()["id"] = k;
+      list.push_back(std::move(e));
+    }
+    *vci = std::move(list);
+  }
+  if (vci == nullptr || vci->is_null() || (vci->is_array() && vci->get_array().empty())) {
+    if (!required)
+      return base::Status::Ok();
+    auto vims = store.list_vims();
+    if (!vims.ok())
+      return vims.status();
+    for (const auto& v : vims.value()) {
+      if (v.is_default && v.type == "openstack") {
+        r["vimConnectionInfo"] = json::array{json::object{
+            {"id", "default"}, {"vimId", v.id}, {"vimType", "ETSINFV.OPENSTACK_KEYSTONE.V_3"}}};
+        return base::Status::Ok();
+      }
+    }
+    return base::Status::InvalidArgument(
+        "this flavour creates a Heat stack and the request has no vimConnectionInfo, and no "
+        "default VIM is registered (vnflow vim register ... --default)");
+  }
+  if (!vci->is_array())
+    return base::Status::InvalidArgument("vimConnectionInfo must be a list or a map");
+  int i = 0;
+  for (auto& e : vci->get_array()) {
+    std::string where = "vimConnectionInfo[" + std::to_string(i++) + "]";
+    if (!e.is_object())
+      return base::Status::InvalidArgument(where + " is not a map");
+    auto& o = e.get_object();
+    std::string vim_id = o.contains("vimId") && o.at("vimId").is_string()
+                             ? std::string(o.at("vimId").get_string())
+                             : std::string();
+    std::string type = o.contains("vimType") && o.at("vimType").is_string()
+                           ? vim_type_of(o.at("vimType").get_string())
+                           : std::string();
+    json::value* access = o.if_contains("accessInfo");
+    if (access != nullptr && access->is_object() && !access->get_object().empty()) {
+      if (type.empty())
+        return base::Status::InvalidArgument(
+            where +
+            ".vimType must name an OpenStack (ETSINFV.OPENSTACK_KEYSTONE.V_3) or "
+            "Kubernetes VIM to register its accessInfo");
+      VimRecord v;
+      v.id = vim_id.empty() ? new_id() : vim_id;
+      v.name = "inline-" + v.id;
+      v.type = type;
+      v.access = access->get_object();
+      if (auto* ii = o.if_contains("interfaceInfo"); ii != nullptr && ii->is_object()) {
+        for (const auto& [k, val] : ii->get_object()) {
+          std::string key =
+              k == "endpoint" ? (type == "openstack" ? "auth_url" : "server") : std::string(k);
+          if (!v.access.contains(key))
+            v.access[key] = val;
+        }
+      }
+      if (type == "openstack") {
+        auto c = actions::check_openstack_access(v.access);
+        if (!c.ok())
+          return base::Status::InvalidArgument(where + ": " + c.message());
+      }
+      v.summary = actions::redact(v.access).as_object();
+      v.created_ms = now_ms();
+      auto prev = store.get_vim(v.id, false);
+      if (prev.ok())
+        v.name = prev.value().name;
+      base::Status st = store.put_vim(v);
+      if (!st.ok())
+        return st;
+      json::object slim{{"id", o.contains("id") ? o.at("id") : json::value(where)},
+                        {"vimId", v.id},
+                        {"vimType", o.contains("vimType") ? o.at("vimType") : json::value(type)}};
+      e = std::move(slim);
+      continue;
+    }
+    if (vim_id.empty()) {
+      if (required)
+        return base::Status::InvalidArgument(where + " has neither a vimId nor accessInfo");
+      continue;
+    }
+    auto v = store.get_vim(vim_id, false);
+    if (!v.ok()) {
+      if (required)
+        return base::Status::InvalidArgument(where + ".vimId \"" + vim_id +
+                                             "\" is not a registered VIM (vnflow vim list)");
+      continue;
+    }
+    o["vimId"] = v.value().id;  // a name becomes the id
+  }
+  return base::Status::Ok();
+}
+
 base::Result<OpRecord> request_operation(Store& store, std::string_view instance_id,
                                          std::string_view operation, const json::value& request,
                                          base::Diagnostics& diags) {
@@ -250,6 +366,14 @@ base::Result<OpRecord> request_operation(Store& store, std::string_view instance
       return base::Status::InvalidArgument("terminationType must be FORCEFUL or GRACEFUL, not \"" +
                                            t + "\"");
   }
+  // VIM connections: inline access info is registered (sealed) and replaced by its id, so
+  // no secret is stored with the operation; a flavour with a Heat stack needs a VIM.
+  json::value req = request;
+  bool needs_vim = vnfd.contains("base_hot") &&
+                   !vnfd.at("base_hot").as_object().at("template").as_string().empty();
+  auto norm = normalize_vim_connections(store, req, operation == "instantiate" && needs_vim);
+  if (!norm.ok())
+    return norm;
   std::string body = json::serialize(m->to_json());
   base::Status s = store.put_machine(m->digest, body);
   if (!s.ok())
@@ -261,7 +385,7 @@ base::Result<OpRecord> request_operation(Store& store, std::string_view instance
   op.state = OpState::kStarting;
   op.machine_digest = m->digest;
   op.package_digest = m->package_digest;
-  op.request = request;
+  op.request = std::move(req);
   op.created_ms = now_ms();
   s = store.create_op(op);
   if (!s.ok())

@@ -1,0 +1,304 @@
+// vnflow vim register|list|show|delete: the VIM registry. Credentials come from flags,
+// files (never a password on the command line), OS_* variables or a clouds.yaml entry, as
+// every OpenStack tool reads them. Secrets are sealed by the store and never printed.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <set>
+
+#include <boost/json.hpp>
+
+#include "actions/actions.h"
+#include "engine/daemon/cli_internal.h"
+#include "engine/engine.h"
+#include "tosca/tosca.h"
+
+namespace vnflow_cli {
+
+namespace json = boost::json;
+
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+base::Result<std::string> read_text(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return base::Status::InvalidArgument(std::string(what) + " \"" + path + "\" cannot be read");
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return s;
+}
+
+std::string trim_nl(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r'))
+    s.pop_back();
+  return s;
+}
+
+void put(json::object& o, const char* k, const std::string& v) {
+  if (!v.empty())
+    o[k] = v;
+}
+
+// The access info of cloud `name` from clouds.yaml (`file`, else OS_CLIENT_CONFIG_FILE,
+// ./clouds.yaml, ~/.config/openstack/clouds.yaml, /etc/openstack/clouds.yaml).
+base::Result<json::object> from_clouds_yaml(const std::string& name, std::string file) {
+  std::vector<std::string> paths;
+  if (!file.empty()) {
+    paths.push_back(file);
+  } else {
+    if (!env("OS_CLIENT_CONFIG_FILE").empty())
+      paths.push_back(env("OS_CLIENT_CONFIG_FILE"));
+    paths.push_back("clouds.yaml");
+    if (!env("HOME").empty())
+      paths.push_back(env("HOME") + "/.config/openstack/clouds.yaml");
+    paths.push_back("/etc/openstack/clouds.yaml");
+  }
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(p, ec))
+      continue;
+    auto text = read_text(p, "clouds file");
+    if (!text.ok())
+      return text.status();
+    base::Diagnostics diags;
+    auto doc = tosca::parse_yaml_file(p, text.value(), tosca::Limits{}, diags);
+    if (doc == nullptr)
+      return base::Status::InvalidArgument("clouds file \"" + p + "\" is not YAML");
+    tosca::Node cloud = doc->root().get("clouds");
+    if (cloud)
+      cloud = cloud.get(name);
+    if (!cloud || !cloud.is_map())
+      return base::Status::NotFound("no cloud \"" + name + "\" in " + p);
+    json::object a;
+    tosca::Node auth = cloud.get("auth");
+    for (const char* k : {"auth_url", "username", "password", "project_name", "project_id",
+                          "user_domain_name", "project_domain_name", "application_credential_id",
+                          "application_credential_name", "application_credential_secret"}) {
+      if (auth && auth.get(k) && auth.get(k).is_scalar())
+        a[k] = std::string(auth.get(k).scalar());
+    }
+    for (auto [from, to] : {std::pair{"region_name", "region"}, std::pair{"interface", "interface"},
+                            std::pair{"cacert", "cacert"}}) {
+      if (cloud.get(from) && cloud.get(from).is_scalar())
+        a[to] = std::string(cloud.get(from).scalar());
+    }
+    return a;
+  }
+  return base::Status::NotFound("no clouds.yaml found for cloud \"" + name + "\"");
+}
+
+// A Heat environment file and the template files its resource_registry names (relative
+// to the file), for clouds whose resource types differ (vim extra: heat_environment,
+// heat_files).
+base::Status load_heat_env(const std::string& path, json::object& extra) {
+  auto text = read_text(path, "Heat environment");
+  if (!text.ok())
+    return text.status();
+  base::Diagnostics diags;
+  auto doc = tosca::parse_yaml_file(path, text.value(), tosca::Limits{}, diags);
+  if (doc == nullptr)
+    return base::Status::InvalidArgument("Heat environment \"" + path + "\" is not YAML");
+  json::object files;
+  tosca::Node reg = doc->root().get("resource_registry");
+  auto dir = std::filesystem::path(path).parent_path();
+  if (reg && reg.is_map()) {
+    for (size_t i = 0; i < reg.size(); ++i) {
+      tosca::Node v = reg.value(i);
+      if (!v.is_scalar())
+        continue;
+      std::string f(v.scalar());
+      if (f.size() < 5 || f.find("::") != std::string::npos || f.find("..") != std::string::npos)
+        continue;
+      auto t = read_text((dir / f).string(), "template");
+      if (!t.ok())
+        return t.status();
+      files[f] = t.value();
+    }
+  }
+  extra["heat_environment"] = text.value();
+  extra["heat_files"] = std::move(files);
+  return base::Status::Ok();
+}
+
+void print_vim(const engine::VimRecord& v, bool as_json) {
+  json::object o{{"id", v.id},
+                 {"name", v.name},
+                 {"type", v.type},
+                 {"is_default", v.is_default},
+                 {"auth_cred", v.summary}};
+  if (v.extra.contains("heat_files"))
+    o["heat_files"] = static_cast<int64_t>(v.extra.at("heat_files").as_object().size());
+  if (as_json) {
+    std::cout << json::serialize(o) << "\n";
+    return;
+  }
+  std::cout << "id:       " << v.id << "\nname:     " << v.name << "\ntype:     " << v.type
+            << (v.is_default ? " (default)" : "") << "\n";
+  for (const auto& [k, val] : v.summary)
+    std::cout << "  " << std::string(k) << ": "
+              << (val.is_string() ? std::string(val.get_string()) : json::serialize(val)) << "\n";
+}
+
+}  // namespace
+
+int cmd_vim(const std::vector<std::string>& argv, const std::map<std::string, std::string>& kv,
+            const std::set<std::string>& flags, const std::vector<std::string>& pos,
+            engine::Store& store) {
+  const std::string& sub = argv[2];
+  bool as_json = flags.count("--json") > 0;
+  auto opt = [&](const char* k) {
+    auto it = kv.find(k);
+    return it != kv.end() ? it->second : std::string();
+  };
+  if (sub == "register") {
+    engine::VimRecord v;
+    v.name = opt("--name");
+    v.type = opt("--type").empty() ? "openstack" : opt("--type");
+    if (v.name.empty() || (v.type != "openstack" && v.type != "kubernetes")) {
+      std::cerr << "usage: vnflow vim register --name NAME [--type openstack|kubernetes]\n"
+                   "  openstack: --from-env | --cloud NAME [--clouds-file F] |\n"
+                   "             --auth-url URL --username U --password-file F --project P\n"
+                   "             [--user-domain D] [--project-domain D] [--region R]\n"
+                   "             [--interface public] [--cacert FILE] [--heat-env FILE]\n"
+                   "  kubernetes: --server URL --token-file F [--ca-file FILE]\n"
+                   "  [--default] [--id ID] [--json]\n";
+      return 2;
+    }
+    json::object a;
+    if (v.type == "openstack") {
+      std::string cloud = opt("--cloud");
+      if (cloud.empty() && flags.count("--from-env"))
+        cloud = env("OS_CLOUD");
+      if (!cloud.empty()) {
+        auto c = from_clouds_yaml(cloud, opt("--clouds-file"));
+        if (!c.ok())
+          return fail(c.status());
+        a = c.value();
+      } else if (flags.count("--from-env")) {
+        put(a, "auth_url", env("OS_AUTH_URL"));
+        put(a, "username", env("OS_USERNAME"));
+        put(a, "password", env("OS_PASSWORD"));
+        put(a, "project_name",
+            env("OS_PROJECT_NAME").empty() ? env("OS_TENANT_NAME") : env("OS_PROJECT_NAME"));
+        put(a, "project_id", env("OS_PROJECT_ID"));
+        put(a, "user_domain_name", env("OS_USER_DOMAIN_NAME"));
+        put(a, "project_domain_name", env("OS_PROJECT_DOMAIN_NAME"));
+        put(a, "region", env("OS_REGION_NAME"));
+        put(a, "interface", env("OS_INTERFACE"));
+        put(a, "cacert", env("OS_CACERT"));
+        put(a, "application_credential_id", env("OS_APPLICATION_CREDENTIAL_ID"));
+        put(a, "application_credential_secret", env("OS_APPLICATION_CREDENTIAL_SECRET"));
+      }
+      put(a, "auth_url", opt("--auth-url"));
+      put(a, "username", opt("--username"));
+      put(a, "project_name", opt("--project"));
+      put(a, "user_domain_name", opt("--user-domain"));
+      put(a, "project_domain_name", opt("--project-domain"));
+      put(a, "region", opt("--region"));
+      put(a, "interface", opt("--interface"));
+      put(a, "cacert", opt("--cacert"));
+      if (!opt("--password-file").empty()) {
+        auto p = read_text(opt("--password-file"), "password file");
+        if (!p.ok())
+          return fail(p.status());
+        a["password"] = trim_nl(p.value());
+      }
+      if (!a.contains("cacert") || a.at("cacert").as_string().empty()) {
+        // nothing: the system's CA store verifies HTTPS
+      } else {
+        std::string ca(a.at("cacert").as_string());
+        a["cacert"] = std::filesystem::absolute(ca).string();
+      }
+      base::Status c = actions::check_openstack_access(a);
+      if (!c.ok())
+        return fail(c);
+      if (!opt("--heat-env").empty()) {
+        base::Status h = load_heat_env(opt("--heat-env"), v.extra);
+        if (!h.ok())
+          return fail(h);
+      }
+    } else {
+      put(a, "server", opt("--server"));
+      if (!opt("--token-file").empty()) {
+        auto t = read_text(opt("--token-file"), "token file");
+        if (!t.ok())
+          return fail(t.status());
+        a["bearer_token"] = trim_nl(t.value());
+      }
+      if (!opt("--ca-file").empty()) {
+        auto t = read_text(opt("--ca-file"), "CA file");
+        if (!t.ok())
+          return fail(t.status());
+        a["ssl_ca_cert"] = t.value();
+      }
+      if (!a.contains("server") || !a.contains("bearer_token"))
+        return fail(
+            base::Status::InvalidArgument("a Kubernetes VIM needs --server and --token-file"));
+    }
+    v.access = std::move(a);
+    v.summary = actions::redact(v.access).as_object();
+    v.is_default = flags.count("--default") > 0;
+    auto prev = store.get_vim(v.name, false);
+    v.id = !opt("--id").empty() ? opt("--id") : prev.ok() ? prev.value().id : engine::new_id();
+    v.created_ms = engine::now_ms();
+    base::Status s = store.put_vim(v);
+    if (!s.ok())
+      return fail(s);
+    if (as_json)
+      std::cout << json::serialize(json::object{{"id", v.id}, {"name", v.name}}) << "\n";
+    else
+      std::cout << v.id << "\n";
+    return 0;
+  }
+  if (sub == "list") {
+    auto list = store.list_vims();
+    if (!list.ok())
+      return fail(list.status());
+    json::array arr;
+    for (const auto& v : list.value()) {
+      if (as_json) {
+        arr.push_back(json::object{{"id", v.id},
+                                   {"name", v.name},
+                                   {"type", v.type},
+                                   {"is_default", v.is_default},
+                                   {"auth_cred", v.summary}});
+      } else {
+        std::string where = v.summary.contains("auth_url") && v.summary.at("auth_url").is_string()
+                                ? std::string(v.summary.at("auth_url").get_string())
+                            : v.summary.contains("server") && v.summary.at("server").is_string()
+                                ? std::string(v.summary.at("server").get_string())
+                                : std::string();
+        std::cout << v.id << "  " << v.name << "  " << v.type << "  " << where
+                  << (v.is_default ? "  (default)" : "") << "\n";
+      }
+    }
+    if (as_json)
+      std::cout << json::serialize(arr) << "\n";
+    return 0;
+  }
+  if ((sub == "show" || sub == "delete") && !pos.empty()) {
+    auto v = store.get_vim(pos[0], false);
+    if (!v.ok())
+      return fail(v.status());
+    if (sub == "show") {
+      print_vim(v.value(), as_json);
+      return 0;
+    }
+    base::Status s = store.delete_vim(v.value().id);
+    if (!s.ok())
+      return fail(s);
+    std::cout << v.value().id << "\n";
+    return 0;
+  }
+  std::cerr << "usage: vnflow vim register ... | list | show ID|NAME | delete ID|NAME\n";
+  return 2;
+}
+
+}  // namespace vnflow_cli
