@@ -38,7 +38,7 @@ setup() {  # setup DIR [meson options...]
 }
 
 setup build
-run_suites build unit golden corpus crash
+run_suites build unit golden corpus crash openstack
 
 if [[ $quick != --quick ]]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1

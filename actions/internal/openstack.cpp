@@ -98,6 +98,7 @@ base::Result<Cloud> cloud_from_json(const json::object& a) {
   if (!itf.empty())
     c.interface = itf;
   c.ca_file = str(a, {"cacert", "ca_file"});
+  c.orchestration_endpoint = str(a, {"orchestration_endpoint"});
   if (c.auth_url.empty())
     return base::Status::InvalidArgument("the VIM has no auth_url");
   bool app = !c.app_cred_id.empty() || !c.app_cred_name.empty();
@@ -208,11 +209,25 @@ bool Session::authenticate(std::chrono::steady_clock::time_point deadline, CallE
   token_ = std::move(token);
   expires_ = parse_time(str(t, {"expires_at"}));
   catalog_ = t.contains("catalog") ? t.at("catalog") : json::value(json::array{});
+  project_id_.clear();
+  if (auto* p = t.if_contains("project"); p != nullptr && p->is_object())
+    project_id_ = str(p->get_object(), {"id"});
   auth_count_++;
   return true;
 }
 
 std::string Session::endpoint(const std::string& type, CallError& err) const {
+  if (type == "orchestration" && !cloud_.orchestration_endpoint.empty()) {
+    std::string url = cloud_.orchestration_endpoint;
+    for (const char* pat : {"%(project_id)s", "%(tenant_id)s"}) {
+      auto pos = url.find(pat);
+      if (pos != std::string::npos)
+        url.replace(pos, std::string_view(pat).size(), project_id_);
+    }
+    while (!url.empty() && url.back() == '/')
+      url.pop_back();
+    return url;
+  }
   if (catalog_.is_array()) {
     for (const auto& svc : catalog_.get_array()) {
       if (!svc.is_object() || str(svc.get_object(), {"type"}) != type)

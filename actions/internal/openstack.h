@@ -27,6 +27,9 @@ struct Cloud {
   std::string region;
   std::string interface = "public";
   std::string ca_file;
+  // Replaces the catalog's orchestration URL (like openstackclient's endpoint override);
+  // "%(project_id)s" / "%(tenant_id)s" become the token's project id.
+  std::string orchestration_endpoint;
 };
 
 // From a VIM's access info: {auth_url, username, password, user_domain_name, project_name,
@@ -81,6 +84,7 @@ class Session {
   std::string token_;
   std::chrono::system_clock::time_point expires_;
   json::value catalog_;
+  std::string project_id_;
   int auth_count_ = 0;
 };
 

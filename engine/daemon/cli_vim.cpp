@@ -167,6 +167,7 @@ int cmd_vim(const std::vector<std::string>& argv, const std::map<std::string, st
                    "             --auth-url URL --username U --password-file F --project P\n"
                    "             [--user-domain D] [--project-domain D] [--region R]\n"
                    "             [--interface public] [--cacert FILE] [--heat-env FILE]\n"
+                   "             [--orchestration-endpoint URL]  (%(project_id)s is replaced)\n"
                    "  kubernetes: --server URL --token-file F [--ca-file FILE]\n"
                    "  [--default] [--id ID] [--json]\n";
       return 2;
@@ -204,6 +205,7 @@ int cmd_vim(const std::vector<std::string>& argv, const std::map<std::string, st
       put(a, "region", opt("--region"));
       put(a, "interface", opt("--interface"));
       put(a, "cacert", opt("--cacert"));
+      put(a, "orchestration_endpoint", opt("--orchestration-endpoint"));
       if (!opt("--password-file").empty()) {
         auto p = read_text(opt("--password-file"), "password file");
         if (!p.ok())
