@@ -11,7 +11,7 @@ packages=(
   clang-format-14 procps util-linux
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-tosca-parser python3-yaml time)
+  packages+=(python3-tosca-parser python3-yaml time python3-openstackclient python3-heatclient bc)
 fi
 
 missing=()
