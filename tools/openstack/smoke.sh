@@ -175,6 +175,20 @@ print_ports() {
          | "    port \(.resource_name) (\(.physical_resource_id)): fixed_ips \(.attributes.fixed_ips | tojson)"' \
     "$WORK/resources.json"
 }
+# every server reports the address of the port beside it (same stack)
+check_servers() {
+  local bad
+  jq -r '.resources[] | select(.resource_type == "OS::Nova::Server")
+         | "    server \(.resource_name): first_address \(.attributes.first_address), networks \(.attributes.networks | tojson)"' \
+    "$WORK/resources.json"
+  bad=$(jq -r '[.resources[] | {stack: (.links[] | select(.rel == "stack") | .href), r: .}]
+               | group_by(.stack)[]
+               | ([.[].r | select(.resource_type == "OS::Neutron::Port") | .attributes.fixed_ips[0].ip_address]) as $ports
+               | .[].r | select(.resource_type == "OS::Nova::Server")
+               | select(.attributes.first_address as $a | $ports | index($a) | not) | .resource_name' \
+    "$WORK/resources.json")
+  [[ -z $bad ]] || fail "server(s) not reporting their port's address: $bad"
+}
 
 # ------------------------------------------------------------------ token
 step "token for $OS_USERNAME/$OS_PROJECT_NAME at $OS_AUTH_URL"
@@ -199,9 +213,7 @@ resources "$REG_PATH"
 print_ports
 [[ $(jq -r '[.resources[] | select(.resource_name == "CP1")][0].attributes.fixed_ips[0].ip_address' \
   "$WORK/resources.json") == 127.0.10.1 ]] || fail "CP1 does not report 127.0.10.1"
-jq -r '.resources[] | select(.resource_type == "OS::Nova::Server")
-       | "    server \(.resource_name): first_address \(.attributes.first_address), networks \(.attributes.networks | tojson)"' \
-  "$WORK/resources.json"
+check_servers
 
 # ----------------------------------------------------------- k8s cluster
 K8S=smoke-k8s-$SUFFIX
@@ -219,6 +231,7 @@ step "  POST /stacks -> 201 in $(ms "$t") ms"
 wait_stack "$K8S_PATH" CREATE_IN_PROGRESS CREATE_COMPLETE
 resources "$K8S_PATH"
 print_ports
+check_servers
 workers() { jq '[.resources[] | select(.resource_name == "workerNode")] | length' "$WORK/resources.json"; }
 [[ $(workers) == 2 ]] || fail "expected 2 workerNode servers, found $(workers)"
 distinct=$(jq '[.resources[] | select(.resource_type == "OS::Neutron::Port") | .attributes.fixed_ips[0].ip_address] | unique | length' \
@@ -232,6 +245,7 @@ api PATCH "$HEAT_URL/stacks/$K8S_PATH" 202 "$WORK/scale.json"
 wait_stack "$K8S_PATH" UPDATE_IN_PROGRESS UPDATE_COMPLETE
 resources "$K8S_PATH"
 print_ports
+check_servers
 [[ $(workers) == 3 ]] || fail "expected 3 workerNode servers after scale out, found $(workers)"
 step "  scale out done in $(ms "$t") ms: 3 workers"
 
@@ -254,6 +268,7 @@ NEW_ID=$(jq -r .resource.physical_resource_id "$WORK/resp")
 [[ $NEW_ID != "$OLD_ID" && -n $NEW_ID ]] || fail "workerNode was not replaced (physical_resource_id still $OLD_ID)"
 step "  heal done in $(ms "$t") ms: workerNode $OLD_ID -> $NEW_ID ($(jq -r .resource.resource_status "$WORK/resp"))"
 resources "$K8S_PATH"
+check_servers
 [[ $(workers) == 3 ]] || fail "expected 3 workerNode servers after heal, found $(workers)"
 
 # ---------------------------------------------------------------- delete
