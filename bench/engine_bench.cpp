@@ -2,7 +2,7 @@
 // SQLite commits, in the same run, on the same disk. See bench/README.md, "Engine bench".
 //
 //   (a) raw SQLite: WAL, synchronous=FULL, BEGIN IMMEDIATE; INSERT one ~300-byte row;
-//       COMMIT (the peer of /work/shared/research/bench/sqlite_commit.cpp, mode wal_full).
+//       COMMIT (the peer of ../shared/research/bench/sqlite_commit.cpp, mode wal_full).
 //       Measured twice (before (b) and after (c)); the mean is the baseline.
 //   (b) one operation, a chain of K action states: committed transitions per second.
 //   (c) P concurrent operations, chains of M states: durable transitions per second and

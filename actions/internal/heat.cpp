@@ -87,6 +87,40 @@ bool open_vim(const json::object& in, const Context& ctx, const char* action, Ta
   return true;
 }
 
+// The `files` of a create or update: the package's, plus the files the VIM's own Heat
+// environment names (the package's win on a name clash).
+json::object stack_files(const json::object& in, const Target& t) {
+  json::object files;
+  if (auto* f = in.if_contains("files"); f != nullptr && f->is_object())
+    files = f->get_object();
+  if (auto* vf = t.extra.if_contains("heat_files"); vf != nullptr && vf->is_object()) {
+    for (const auto& [k, v] : vf->get_object()) {
+      if (!files.contains(k))
+        files[k] = v;
+    }
+  }
+  return files;
+}
+
+// A heat.* action: resolves the state's VIM to a Keystone session, then does its call.
+class HeatAction : public Action {
+ public:
+  explicit HeatAction(const char* name) : name_(name) {}
+  Outcome run(const json::object& in, const Context& ctx) const final {
+    Target t;
+    Outcome fail;
+    if (!open_vim(in, ctx, name_, t, fail))
+      return fail;
+    return call(in, ctx, t);
+  }
+
+ protected:
+  virtual Outcome call(const json::object& in, const Context& ctx, const Target& t) const = 0;
+
+ private:
+  const char* name_;
+};
+
 std::string enc(std::string_view s) {
   static const char* hex = "0123456789ABCDEF";
   std::string o;
@@ -174,13 +208,11 @@ bool live(const StackInfo& i) {
   return i.found && i.status.rfind("DELETE_", 0) != 0;
 }
 
-class StackCreate final : public Action {
+class StackCreate final : public HeatAction {
  public:
-  Outcome run(const json::object& in, const Context& ctx) const override {
-    Target t;
-    Outcome fail;
-    if (!open_vim(in, ctx, "heat.stack.create", t, fail))
-      return fail;
+  StackCreate() : HeatAction("heat.stack.create") {}
+
+  Outcome call(const json::object& in, const Context& ctx, const Target& t) const override {
     std::string name = str_in(in, "name");
     if (name.empty())
       return Outcome::failure("invalid", "heat.stack.create: no stack name");
@@ -197,21 +229,13 @@ class StackCreate final : public Action {
 
     json::object body{{"stack_name", name}, {"disable_rollback", true}};
     body["template"] = in.contains("template") ? in.at("template") : json::value("");
-    json::object files;
-    if (auto* f = in.if_contains("files"); f != nullptr && f->is_object())
-      files = f->get_object();
+    json::object files = stack_files(in, t);
     // The VIM may carry an environment of its own (a resource_registry mapping types
     // this cloud provides differently) with the files it names.
     json::value env = in.contains("environment") ? in.at("environment") : json::value();
     if (auto* ve = t.extra.if_contains("heat_environment"); ve != nullptr && !ve->is_null()) {
       if (env.is_null() || (env.is_object() && env.get_object().empty()))
         env = *ve;
-    }
-    if (auto* vf = t.extra.if_contains("heat_files"); vf != nullptr && vf->is_object()) {
-      for (const auto& [k, v] : vf->get_object()) {
-        if (!files.contains(k))
-          files[k] = v;
-      }
     }
     if (!files.empty())
       body["files"] = std::move(files);
@@ -255,13 +279,11 @@ class StackCreate final : public Action {
   }
 };
 
-class StackWait final : public Action {
+class StackWait final : public HeatAction {
  public:
-  Outcome run(const json::object& in, const Context& ctx) const override {
-    Target t;
-    Outcome fail;
-    if (!open_vim(in, ctx, "heat.stack.wait", t, fail))
-      return fail;
+  StackWait() : HeatAction("heat.stack.wait") {}
+
+  Outcome call(const json::object& in, const Context& ctx, const Target& t) const override {
     std::string ref = str_in(in, "stack");
     std::string until = str_in(in, "until", "CREATE_COMPLETE");
     int64_t every = std::clamp<int64_t>(int_in(in, "poll_ms", 1000), 50, 60000);
@@ -313,13 +335,11 @@ class StackWait final : public Action {
   }
 };
 
-class StackUpdate final : public Action {
+class StackUpdate final : public HeatAction {
  public:
-  Outcome run(const json::object& in, const Context& ctx) const override {
-    Target t;
-    Outcome fail;
-    if (!open_vim(in, ctx, "heat.stack.update", t, fail))
-      return fail;
+  StackUpdate() : HeatAction("heat.stack.update") {}
+
+  Outcome call(const json::object& in, const Context& ctx, const Target& t) const override {
     std::string ref = str_in(in, "stack");
     std::string what = "heat.stack.update of stack \"" + ref + "\"";
     json::object body;
@@ -328,16 +348,7 @@ class StackUpdate final : public Action {
     if (auto* tp = in.if_contains("template");
         tp != nullptr && tp->is_string() && !tp->get_string().empty()) {
       body["template"] = *tp;
-      json::object files;
-      if (auto* f = in.if_contains("files"); f != nullptr && f->is_object())
-        files = f->get_object();
-      if (auto* vf = t.extra.if_contains("heat_files"); vf != nullptr && vf->is_object()) {
-        for (const auto& [k, v] : vf->get_object()) {
-          if (!files.contains(k))
-            files[k] = v;
-        }
-      }
-      body["files"] = std::move(files);
+      body["files"] = stack_files(in, t);
     }
     body["timeout_mins"] = int_in(in, "timeout_mins", 60);
     json::value bv = std::move(body);
@@ -349,15 +360,13 @@ class StackUpdate final : public Action {
   }
 };
 
-class StackDelete final : public Action {
+class StackDelete final : public HeatAction {
  public:
+  StackDelete() : HeatAction("heat.stack.delete") {}
+
   // With wait (the default), the call reads back first and answers only once the stack's
   // name is free again (GET by name = 404): each poll GETs; a live stack is DELETEd.
-  Outcome run(const json::object& in, const Context& ctx) const override {
-    Target t;
-    Outcome fail;
-    if (!open_vim(in, ctx, "heat.stack.delete", t, fail))
-      return fail;
+  Outcome call(const json::object& in, const Context& ctx, const Target& t) const override {
     std::string ref = str_in(in, "stack");
     if (ref.empty())
       return Outcome::success(json::object{{"gone", true}});  // nothing was ever created
@@ -395,13 +404,11 @@ class StackDelete final : public Action {
   }
 };
 
-class StackOutputs final : public Action {
+class StackOutputs final : public HeatAction {
  public:
-  Outcome run(const json::object& in, const Context& ctx) const override {
-    Target t;
-    Outcome fail;
-    if (!open_vim(in, ctx, "heat.stack.outputs", t, fail))
-      return fail;
+  StackOutputs() : HeatAction("heat.stack.outputs") {}
+
+  Outcome call(const json::object& in, const Context& ctx, const Target& t) const override {
     std::string ref = str_in(in, "stack");
     StackInfo info;
     openstack::CallError err;
@@ -414,13 +421,11 @@ class StackOutputs final : public Action {
   }
 };
 
-class MarkUnhealthy final : public Action {
+class MarkUnhealthy final : public HeatAction {
  public:
-  Outcome run(const json::object& in, const Context& ctx) const override {
-    Target t;
-    Outcome fail;
-    if (!open_vim(in, ctx, "heat.resource.mark_unhealthy", t, fail))
-      return fail;
+  MarkUnhealthy() : HeatAction("heat.resource.mark_unhealthy") {}
+
+  Outcome call(const json::object& in, const Context& ctx, const Target& t) const override {
     std::string ref = str_in(in, "stack");
     std::string res = str_in(in, "resource");
     std::string path = stack_path(ref) + "/resources/" + enc(res);
@@ -436,13 +441,11 @@ class MarkUnhealthy final : public Action {
   }
 };
 
-class Resources final : public Action {
+class Resources final : public HeatAction {
  public:
-  Outcome run(const json::object& in, const Context& ctx) const override {
-    Target t;
-    Outcome fail;
-    if (!open_vim(in, ctx, "heat.resources", t, fail))
-      return fail;
+  Resources() : HeatAction("heat.resources") {}
+
+  Outcome call(const json::object& in, const Context& ctx, const Target& t) const override {
     std::string ref = str_in(in, "stack");
     int64_t depth = std::clamp<int64_t>(int_in(in, "nested_depth", 5), 0, 10);
     std::string path =

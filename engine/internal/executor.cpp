@@ -114,6 +114,18 @@ struct Engine::Impl {
   mutable std::mutex stats_mu;
   EngineStats stats;
 
+  // How actions reach a VIM's credentials: the store opens the sealed record on demand.
+  // Built once; each dispatch copies it into the action's Context.
+  std::function<base::Result<json::object>(std::string_view)> vim_lookup =
+      [this](std::string_view vim_id) -> base::Result<json::object> {
+    auto v = store.get_vim(vim_id, true);
+    if (!v.ok())
+      return v.status();
+    const VimRecord& rec = v.value();
+    return json::object{
+        {"id", rec.id}, {"type", rec.type}, {"access", rec.access}, {"extra", rec.extra}};
+  };
+
   Impl(Store& s, actions::Registry r, EngineOptions o)
       : store(s),
         registry(std::move(r)),
@@ -713,14 +725,7 @@ struct Engine::Impl {
       std::lock_guard<std::mutex> l(stats_mu);
       stats.actions++;
     }
-    ctx.vim = [this](std::string_view vim_id) -> base::Result<json::object> {
-      auto v = store.get_vim(vim_id, true);
-      if (!v.ok())
-        return v.status();
-      const VimRecord& rec = v.value();
-      return json::object{
-          {"id", rec.id}, {"type", rec.type}, {"access", rec.access}, {"extra", rec.extra}};
-    };
+    ctx.vim = vim_lookup;
     auto job = std::make_shared<Job>();
     job->action = action;
     job->action_name = std::move(action_name);
