@@ -42,6 +42,11 @@ struct Context {
   // Resolves a registered VIM id to its record {id, type, access, extra} with secrets
   // decrypted (set by the engine; actions never put the result in outputs or messages).
   std::function<base::Result<json::object>(std::string_view vim_id)> vim;
+  // Reads a file of the operation's VNF package (e.g. a script or an image to upload).
+  std::function<base::Result<std::string>(std::string_view path)> package_file;
+  // The SSH host keys pinned in the instance record: "host:port" -> "SHA256:..." (a
+  // snapshot taken at dispatch).
+  json::object host_keys;
 };
 
 struct Outcome {
@@ -53,12 +58,24 @@ struct Outcome {
   // again with the same key after this many milliseconds, without a commit: polling is
   // read-only, so after a crash the re-dispatch simply polls again.
   int64_t poll_after_ms = 0;
-  static Outcome success(json::value outputs) { return {true, std::move(outputs), {}, {}}; }
+  // On success: host keys seen on first use ("host:port" -> fingerprint), which the
+  // executor pins in the instance record with the state's result.
+  json::object pin_host_keys;
+  static Outcome success(json::value outputs) {
+    Outcome o;
+    o.ok = true;
+    o.outputs = std::move(outputs);
+    return o;
+  }
   static Outcome failure(std::string cls, std::string msg) {
-    return {false, nullptr, std::move(cls), std::move(msg)};
+    Outcome o;
+    o.error_class = std::move(cls);
+    o.message = std::move(msg);
+    return o;
   }
   static Outcome poll(int64_t after_ms, json::value progress = nullptr) {
-    Outcome o{false, std::move(progress), {}, {}};
+    Outcome o;
+    o.outputs = std::move(progress);
     o.poll_after_ms = after_ms;
     return o;
   }

@@ -8,7 +8,7 @@ packages=(
   meson ninja-build pkgconf g++ clang libclang-rt-14-dev
   libboost1.81-dev libyaml-cpp-dev libzip-dev zip unzip libssh-dev
   libsqlitecpp-dev libsqlite3-dev libspdlog-dev libfmt-dev catch2 libssl-dev
-  clang-format-14 procps util-linux
+  clang-format-14 procps util-linux openssl
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-tosca-parser python3-yaml time python3-openstackclient python3-heatclient bc)

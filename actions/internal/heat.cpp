@@ -156,6 +156,8 @@ struct StackInfo {
   bool found = false;
   std::string name, id, status, reason;
   json::object outputs;
+  // Heat's clock: when the stack was created / last updated, and "now" from the Date header.
+  std::chrono::system_clock::time_point created, updated, server_now;
 };
 
 // GET a stack by "name" or "name/id". By name alone Heat answers 302 to name/id.
@@ -191,6 +193,9 @@ bool show_stack(Session& s, const std::string& ref, std::chrono::steady_clock::t
   info.id = str_in(o, "id");
   info.status = str_in(o, "stack_status");
   info.reason = str_in(o, "stack_status_reason");
+  info.created = openstack::parse_iso_time(str_in(o, "creation_time"));
+  info.updated = openstack::parse_iso_time(str_in(o, "updated_time"));
+  info.server_now = r.reply.date;
   if (auto* outs = o.if_contains("outputs"); outs != nullptr && outs->is_array()) {
     for (const auto& x : outs->get_array()) {
       if (!x.is_object())
@@ -316,8 +321,15 @@ class StackWait final : public HeatAction {
       return Outcome::poll(every);  // soft-deleted; the name frees a moment later
     if (info.status.size() > 7 && info.status.compare(info.status.size() - 7, 7, "_FAILED") == 0)
       return Outcome::failure("failed", what + ": " + info.status + ": " + info.reason);
-    if (info.status.find("_IN_PROGRESS") != std::string::npos)
+    if (info.status.find("_IN_PROGRESS") != std::string::npos) {
+      if (until != "GONE" && until != "DELETE_COMPLETE" && stalled(in, ctx, t, info))
+        return resume(ctx, t, info, what, every);
       return Outcome::poll(every, json::object{{"status", info.status}});
+    }
+    // A stack created and then updated (an operator's `stack update --existing`, or a
+    // resume below) is complete too.
+    if (until == "CREATE_COMPLETE" && info.status == "UPDATE_COMPLETE")
+      return done(info);
     // A finished state of another action (e.g. CREATE_COMPLETE while waiting for an update
     // that has not started yet is not possible with PATCH 202; treat it as unexpected).
     if (until == "UPDATE_COMPLETE" && info.status == "CREATE_COMPLETE")
@@ -327,6 +339,59 @@ class StackWait final : public HeatAction {
   }
 
  private:
+  // A stack that has been IN_PROGRESS with no new event (nested ones included) for the
+  // VIM's heat_stall_secs (default 600; 0 = never) is taken to be orphaned: its Heat engine
+  // died mid-operation, and a convergence engine does not pick such a stack up again.
+  // Times are Heat's own (Date header), so clock skew between the hosts does not matter.
+  static bool stalled(const json::object&, const Context& ctx, const Target& t,
+                      const StackInfo& info) {
+    int64_t stall = int_in(t.extra, "heat_stall_secs", 600);
+    if (stall <= 0)
+      return false;
+    auto now = info.server_now.time_since_epoch().count() != 0 ? info.server_now
+                                                               : std::chrono::system_clock::now();
+    auto last = std::max(info.created, info.updated);
+    auto limit = std::chrono::seconds(stall);
+    if (last.time_since_epoch().count() == 0 || now - last < limit)
+      return false;
+    std::string path = stack_path(info.name + "/" + info.id) +
+                       "/events?sort_dir=desc&sort_keys=event_time&limit=1&nested_depth=5";
+    auto r =
+        t.session->call("orchestration", "GET", path, nullptr, {200}, ctx.deadline, "GET " + path);
+    if (!r.ok || !r.reply.body.is_object())
+      return false;  // no verdict without the events
+    const json::value* evs = r.reply.body.get_object().if_contains("events");
+    if (evs != nullptr && evs->is_array()) {
+      for (const auto& e : evs->get_array()) {
+        if (e.is_object())
+          last = std::max(last, openstack::parse_iso_time(str_in(e.get_object(), "event_time")));
+      }
+    }
+    if (r.reply.date.time_since_epoch().count() != 0)
+      now = r.reply.date;
+    return now - last >= limit;
+  }
+
+  // An orphaned stack is resumed by an update that keeps everything (PATCH with no
+  // changes): the convergence engine starts a new traversal from the stored template and
+  // creates what is missing. The wait goes on; it ends at UPDATE_COMPLETE.
+  static Outcome resume(const Context& ctx, const Target& t, const StackInfo& info,
+                        const std::string& what, int64_t every) {
+    std::string path = stack_path(info.name + "/" + info.id);
+    json::value body = json::object{};
+    auto r = t.session->call("orchestration", "PATCH", path, &body, {202}, ctx.deadline,
+                             "PATCH " + path + " (resume a stalled stack)");
+    if (!r.ok) {
+      if (r.error.error_class == "transient")
+        return Outcome::poll(every * 2, json::object{{"last_error", r.error.message}});
+      return Outcome::failure(r.error.error_class, what + ": " + info.status +
+                                                       " made no progress and could not be "
+                                                       "resumed: " +
+                                                       r.error.message);
+    }
+    return Outcome::poll(every, json::object{{"status", info.status}, {"resumed", true}});
+  }
+
   static Outcome done(const StackInfo& i) {
     return Outcome::success(json::object{{"status", i.status},
                                          {"reason", i.reason},

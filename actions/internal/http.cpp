@@ -98,6 +98,11 @@ base::Status transport_error(const Request& req, const char* step, const beast::
   std::string what = req.method + " " + req.url + ": " + step + ": ";
   if (ec == beast::error::timeout || ec == asio::error::timed_out)
     return {base::StatusCode::kDeadlineExceeded, what + "timed out"};
+  // A certificate the CA file (or the system store) does not vouch for, or one for another
+  // host name, stays so on a retry: not transient. Never "insecure"; name the CA option.
+  if (ec.category() == asio::error::get_ssl_category())
+    return base::Status::InvalidArgument(what + ec.message() +
+                                         " (is the server's CA in the VIM's cacert / ca file?)");
   return base::Status::Unavailable(what + ec.message());
 }
 

@@ -31,6 +31,26 @@ std::chrono::system_clock::time_point parse_time(const std::string& s) {
   return std::chrono::system_clock::from_time_t(timegm(&tm));
 }
 
+// "Mon, 23 Nov 2026 08:41:36 GMT" (RFC 9110 IMF-fixdate); 0 when it is not one.
+std::chrono::system_clock::time_point parse_http_date(const std::string& s) {
+  static const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                  "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  std::tm tm{};
+  char mon[4] = {};
+  if (std::sscanf(s.c_str(), "%*3s, %2d %3s %4d %2d:%2d:%2d GMT", &tm.tm_mday, mon, &tm.tm_year,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+    return {};
+  tm.tm_mon = -1;
+  for (int i = 0; i < 12; ++i) {
+    if (std::string_view(mon) == kMonths[i])
+      tm.tm_mon = i;
+  }
+  if (tm.tm_mon < 0)
+    return {};
+  tm.tm_year -= 1900;
+  return std::chrono::system_clock::from_time_t(timegm(&tm));
+}
+
 CallError transport(const base::Status& s) {
   CallError e;
   e.error_class = s.code() == base::StatusCode::kDeadlineExceeded  ? "timeout"
@@ -72,6 +92,10 @@ std::map<std::string, std::shared_ptr<Session>>& sessions() {
 }
 
 }  // namespace
+
+std::chrono::system_clock::time_point parse_iso_time(const std::string& s) {
+  return parse_time(s);
+}
 
 base::Result<Cloud> cloud_from_json(const json::object& a) {
   Cloud c;
@@ -208,6 +232,12 @@ bool Session::authenticate(std::chrono::steady_clock::time_point deadline, CallE
   const auto& t = v.get_object().at("token").as_object();
   token_ = std::move(token);
   expires_ = parse_time(str(t, {"expires_at"}));
+  auto issued = parse_time(str(t, {"issued_at"}));
+  renew_margin_ = std::chrono::seconds(120);
+  if (issued.time_since_epoch().count() != 0 && expires_ > issued)
+    renew_margin_ =
+        std::clamp(std::chrono::duration_cast<std::chrono::seconds>(expires_ - issued) / 10,
+                   std::chrono::seconds(1), std::chrono::seconds(120));
   catalog_ = t.contains("catalog") ? t.at("catalog") : json::value(json::array{});
   project_id_.clear();
   if (auto* p = t.if_contains("project"); p != nullptr && p->is_object())
@@ -268,7 +298,7 @@ Session::Result Session::call(const std::string& type, const std::string& method
     std::string token, base;
     {
       std::lock_guard<std::mutex> l(mu_);
-      auto soon = std::chrono::system_clock::now() + std::chrono::minutes(2);
+      auto soon = std::chrono::system_clock::now() + renew_margin_;
       if (token_.empty() || round > 0 ||
           (expires_.time_since_epoch().count() != 0 && expires_ < soon)) {
         token_.clear();
@@ -305,6 +335,7 @@ Session::Result Session::call(const std::string& type, const std::string& method
         out.ok = true;
         out.reply.status = res.status;
         out.reply.location = res.header("location");
+        out.reply.date = parse_http_date(res.header("date"));
         boost::system::error_code ec;
         if (!res.body.empty()) {
           json::value v = json::parse(res.body, ec);

@@ -41,6 +41,9 @@ base::Result<Cloud> cloud_from_json(const json::object& access);
 // An error of an OpenStack call, classified for the retry policy: transient (refused,
 // reset, 5xx, 409 in progress), timeout, invalid (400, 401 after re-auth, 403, 404 on
 // create), failed (anything else). `message` names the call; it never holds a secret.
+// "2026-11-23T08:41:37Z" / "...37.000000" (Keystone, Heat), as UTC; 0 when it is not one.
+std::chrono::system_clock::time_point parse_iso_time(const std::string& s);
+
 struct CallError {
   std::string error_class;
   std::string message;
@@ -51,6 +54,7 @@ struct Reply {
   int status = 0;
   json::value body;  // null when the body is empty or not JSON
   std::string location;
+  std::chrono::system_clock::time_point date;  // the server's clock (Date header), or 0
 };
 
 class Session {
@@ -83,6 +87,9 @@ class Session {
   mutable std::mutex mu_;
   std::string token_;
   std::chrono::system_clock::time_point expires_;
+  // A token is renewed this long before it expires: a tenth of its lifetime, 1 s..2 min
+  // (a cloud with 20 s tokens still gets ~18 s of reuse out of each).
+  std::chrono::seconds renew_margin_{120};
   json::value catalog_;
   std::string project_id_;
   int auth_count_ = 0;

@@ -45,7 +45,8 @@ const std::set<std::string> kValued = {
     // vim register
     "--type", "--cloud", "--clouds-file", "--auth-url", "--username", "--password-file",
     "--project", "--user-domain", "--project-domain", "--region", "--interface", "--cacert",
-    "--heat-env", "--server", "--token-file", "--ca-file", "--id", "--orchestration-endpoint"};
+    "--heat-env", "--server", "--token-file", "--ca-file", "--id", "--orchestration-endpoint",
+    "--heat-stall-secs"};
 
 bool parse(const std::vector<std::string>& argv, size_t start, Opts& o, std::string& err) {
   for (size_t i = start; i < argv.size(); ++i) {

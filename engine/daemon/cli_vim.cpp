@@ -162,14 +162,16 @@ int cmd_vim(const std::vector<std::string>& argv, const std::map<std::string, st
     v.name = opt("--name");
     v.type = opt("--type").empty() ? "openstack" : opt("--type");
     if (v.name.empty() || (v.type != "openstack" && v.type != "kubernetes")) {
-      std::cerr << "usage: vnflow vim register --name NAME [--type openstack|kubernetes]\n"
-                   "  openstack: --from-env | --cloud NAME [--clouds-file F] |\n"
-                   "             --auth-url URL --username U --password-file F --project P\n"
-                   "             [--user-domain D] [--project-domain D] [--region R]\n"
-                   "             [--interface public] [--cacert FILE] [--heat-env FILE]\n"
-                   "             [--orchestration-endpoint URL]  (%(project_id)s is replaced)\n"
-                   "  kubernetes: --server URL --token-file F [--ca-file FILE]\n"
-                   "  [--default] [--id ID] [--json]\n";
+      std::cerr
+          << "usage: vnflow vim register --name NAME [--type openstack|kubernetes]\n"
+             "  openstack: --from-env | --cloud NAME [--clouds-file F] |\n"
+             "             --auth-url URL --username U --password-file F --project P\n"
+             "             [--user-domain D] [--project-domain D] [--region R]\n"
+             "             [--interface public] [--cacert FILE] [--heat-env FILE]\n"
+             "             [--orchestration-endpoint URL]  (%(project_id)s is replaced)\n"
+             "             [--heat-stall-secs N]  (resume a stack idle this long; 0 = never)\n"
+             "  kubernetes: --server URL --token-file F [--ca-file FILE]\n"
+             "  [--default] [--id ID] [--json]\n";
       return 2;
     }
     json::object a;
@@ -225,6 +227,14 @@ int cmd_vim(const std::vector<std::string>& argv, const std::map<std::string, st
         base::Status h = load_heat_env(opt("--heat-env"), v.extra);
         if (!h.ok())
           return fail(h);
+      }
+      if (std::string n = opt("--heat-stall-secs"); !n.empty()) {
+        char* end = nullptr;
+        long secs = std::strtol(n.c_str(), &end, 10);
+        if (end == n.c_str() || *end != '\0' || secs < 0)
+          return fail(base::Status::InvalidArgument(
+              "--heat-stall-secs takes a number of seconds (0 = never resume)"));
+        v.extra["heat_stall_secs"] = static_cast<int64_t>(secs);
       }
     } else {
       put(a, "server", opt("--server"));

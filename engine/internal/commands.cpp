@@ -7,6 +7,7 @@
 
 #include "engine/engine.h"
 #include "engine/internal/cursor.h"
+#include "engine/internal/vim_actions.h"
 #include "tosca/tosca.h"
 
 namespace engine {
@@ -581,12 +582,16 @@ base::Result<ReplayReport> replay_dry_run(Store& store, const OpRecord& op,
                     it->second.action + "\"");
             break;
           }
-          if (actions::is_instance_action(s.action)) {
+          if (actions::is_instance_action(s.action) || is_vim_action(s.action)) {
             sc.item = s.for_each.empty() ? nullptr : &values[i];
             sc.item_name = s.as;
             auto in = s.with.evaluate(sc);
-            if (in.ok() && in.value().is_object())
-              actions::run_instance_action(s.action, in.value().get_object(), instance);
+            if (in.ok() && in.value().is_object()) {
+              if (is_vim_action(s.action))
+                run_vim_action(nullptr, s.action, in.value().get_object(), instance);
+              else
+                actions::run_instance_action(s.action, in.value().get_object(), instance);
+            }
           }
           if (!it->second.ok) {
             failed = true;

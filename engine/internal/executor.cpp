@@ -24,6 +24,7 @@
 
 #include "engine/engine.h"
 #include "engine/internal/cursor.h"
+#include "engine/internal/vim_actions.h"
 
 namespace engine {
 
@@ -125,6 +126,18 @@ struct Engine::Impl {
     return json::object{
         {"id", rec.id}, {"type", rec.type}, {"access", rec.access}, {"extra", rec.extra}};
   };
+
+  // Instance-record and VIM-registry actions run on this thread, and the record they
+  // change is committed with the state's result.
+  static bool runs_inline(std::string_view action) {
+    return actions::is_instance_action(action) || is_vim_action(action);
+  }
+  actions::Outcome run_inline(std::string_view action, const json::object& in,
+                              json::value& record) {
+    if (is_vim_action(action))
+      return run_vim_action(&store, action, in, record);
+    return actions::run_instance_action(action, in, record);
+  }
 
   Impl(Store& s, actions::Registry r, EngineOptions o)
       : store(s),
@@ -391,7 +404,7 @@ struct Engine::Impl {
           next_wake = it.wake_ms;
       }
     }
-    bool inline_action = actions::is_instance_action(s.action);
+    bool inline_action = runs_inline(s.action);
     int in_flight = running_items(r);
     int limit = s.parallelism > 0 ? s.parallelism : std::numeric_limits<int>::max();
     bool any_failed = false;
@@ -418,7 +431,7 @@ struct Engine::Impl {
       std::string key = key_for(r, s, static_cast<int>(i), it.attempt, false);
       if (inline_action) {
         json::value before = r.instance;
-        auto out = actions::run_instance_action(s.action, in.value().get_object(), r.instance);
+        auto out = run_inline(s.action, in.value().get_object(), r.instance);
         event(r, "dispatched", s.name, item_no, it.attempt, key,
               json::object{{"action", s.action}, {"inputs", for_history(in.value())}});
         finish_item(r, s, static_cast<int>(i), out);
@@ -566,10 +579,9 @@ struct Engine::Impl {
         continue;
       }
       event(r, "compensating", s.name, item_no, it.attempt, key, for_history(in.value()));
-      if (actions::is_instance_action(s.compensate->action)) {
+      if (runs_inline(s.compensate->action)) {
         json::value before = r.instance;
-        auto out =
-            actions::run_instance_action(s.compensate->action, in.value().get_object(), r.instance);
+        auto out = run_inline(s.compensate->action, in.value().get_object(), r.instance);
         if (out.ok) {
           write_instance(r);
           it.status = ItemStatus::kDone;

@@ -9,8 +9,11 @@
 #   - the daemon killed (SIGKILL) right after the stack create was dispatched: after the
 #     restart the operation completes with ONE stack (the re-dispatch adopts it);
 #   - a proxy in front of Heat answers 503 to the next requests: retries, then COMPLETED;
-#   - Heat stopped in the middle of a wait and started again: the wait keeps polling;
-#   - a token revoked by Keystone during an operation: vnflow authenticates again (401).
+#   - Heat killed in the middle of a wait and started again: the orphaned stack is resumed
+#     once it made no progress for the VIM's heat_stall_secs, and the operation completes;
+#   - Keystone tokens that expire (20 s) during a 30 s wait: vnflow authenticates again;
+#   - Keystone behind HTTPS with a private CA: verified with the VIM's CA file; another CA
+#     or a certificate for another host name fails at once (not retried), and rolls back.
 #
 # Usage: heat_test.sh VNFLOW_BINARY SOURCE_ROOT
 # Environment: VNFLOW_OPENSTACK_DIR (default: a fresh temporary directory), OS_SKIP_STOP=1
@@ -22,12 +25,14 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-heat.XXXXXX")
 osdir=${VNFLOW_OPENSTACK_DIR:-$work/openstack}
 export KEYSTONE_PORT=${KEYSTONE_PORT:-15100} HEAT_PORT=${HEAT_PORT:-18104}
 proxy_port=${PROXY_PORT:-18105}
-daemon_pid= proxy_pid=
+daemon_pid= proxy_pid= kproxy_pid= tproxy_pid=
 checks=0 failed=0
 
 cleanup() {
   [[ -n $daemon_pid ]] && { kill -9 "$daemon_pid" 2>/dev/null || true; wait "$daemon_pid" 2>/dev/null || true; }
   [[ -n $proxy_pid ]] && { kill "$proxy_pid" 2>/dev/null || true; wait "$proxy_pid" 2>/dev/null || true; }
+  [[ -n $kproxy_pid ]] && { kill "$kproxy_pid" 2>/dev/null || true; wait "$kproxy_pid" 2>/dev/null || true; }
+  [[ -n $tproxy_pid ]] && { kill "$tproxy_pid" 2>/dev/null || true; wait "$tproxy_pid" 2>/dev/null || true; }
   if [[ ${OS_SKIP_STOP:-0} != 1 ]]; then
     bash "$root/tools/openstack/stop.sh" "$osdir" >/dev/null 2>&1 || true
   fi
@@ -201,6 +206,112 @@ check "the 503s were retried (history shows failed attempts)" bash -c "'$vnflow'
 check "Heat: one stack for it" test "$(live_stacks "vnflow-$inst3")" = 1
 op=$("$vnflow" instance terminate "$inst3" --request "$R/terminate.json")
 check "terminate through the proxy COMPLETED" wait_op "$op"
+
+# VIMs whose fake servers take a while (fake_delay_secs), reached through a proxy in front
+# of Keystone so that vnflow's own authentications can be counted in its log.
+slow_vim() {  # slow_vim ID DELAY_SECS [vim register options...]
+  local id=$1 delay=$2; shift 2
+  mkdir -p "$work/env-$id"
+  ln -sfn "$root/tests/openstack/fake" "$work/env-$id/fake"
+  sed "s/^  fake_delay_secs: {}/  fake_delay_secs: {frontVDU: $delay}/" "$root/tests/openstack/fake-env.yaml" >"$work/env-$id/env.yaml"
+  "$vnflow" vim register --name "$id" --id "$id" --from-env --auth-url "http://127.0.0.1:$kproxy_port/v3" \
+    --heat-env "$work/env-$id/env.yaml" "$@" >/dev/null
+}
+instantiate_on() {  # instantiate_on VIM NAME -> "instance op"
+  local i
+  i=$("$vnflow" instance create --package "$pkg" --name "$2")
+  printf '{"flavourId":"simple","vimConnectionInfo":[{"id":"c1","vimId":"%s","vimType":"ETSINFV.OPENSTACK_KEYSTONE.V_3"}],"additionalParams":{"inventory_dir":"%s"},"extVirtualLinks":[]}\n' "$1" "$inv" >"$work/inst_$2.json"
+  echo "$i $("$vnflow" instance instantiate "$i" --request "$work/inst_$2.json")"
+}
+wait_dispatched() {  # wait_dispatched OP STATE: until the history shows STATE dispatched (<= 20 s)
+  for _ in $(seq 1 200); do
+    "$vnflow" op history "$1" 2>/dev/null | grep -q "dispatched $2" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+kproxy_port=${KPROXY_PORT:-15105}
+$PY "$root/tools/openstack/faultproxy.py" --listen "$kproxy_port" --upstream "$KEYSTONE_PORT" --control-file "$work/kproxy.ctl" \
+  --lifetime 900 --log-file "$work/kproxy.log" >/dev/null 2>&1 &
+kproxy_pid=$!
+for _ in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:$kproxy_port/" && break; sleep 0.1; done
+auths() { grep -c "POST /v3/auth/tokens" "$work/kproxy.log" 2>/dev/null || true; }
+stop_daemon
+slow_vim slow 8 --heat-stall-secs 15
+start_daemon
+
+echo "== fault: Heat killed (SIGKILL) in the middle of a wait, then started again"
+read -r inst4 op < <(instantiate_on slow heatkill)
+wait_dispatched "$op" instantiate.wait_create || bad "wait_create was never dispatched"
+sleep 1
+kill -9 "$(cat "$osdir/run/heat.pid")"
+sleep 2
+bash "$root/tools/openstack/start.sh" "$osdir" >>"$work/start.log" 2>&1 || die "Heat did not start again"
+# Heat's convergence engine leaves the orphaned stack CREATE_IN_PROGRESS for ever; after
+# heat_stall_secs without an event vnflow resumes it with an update that keeps everything.
+check "instantiate COMPLETED after Heat's restart" wait_op "$op" 120
+check "the wait ended on the resumed stack (UPDATE_COMPLETE)" bash -c "'$vnflow' op history $op --json | grep -q '\"status\":\"UPDATE_COMPLETE\"'"
+check "Heat: one stack, complete" test "$(live_stacks "vnflow-$inst4") $(stack_view "$(inst_field "$inst4" 'd["stack_id"]')" | cut -d' ' -f1)" = "1 UPDATE_COMPLETE"
+op=$("$vnflow" instance terminate "$inst4" --request "$R/terminate.json")
+check "terminate after the restart COMPLETED" wait_op "$op"
+
+echo "== HTTPS: Keystone behind TLS with a private CA; the certificate is verified"
+tls=$work/tls
+mkdir -p "$tls"
+(
+  cd "$tls"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=vnflow test CA" -keyout ca.key -out ca.pem
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=another CA" -keyout other.key -out other-ca.pem
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout server.key -out server.csr
+  printf 'subjectAltName=DNS:localhost\n' >san.ext
+  openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile san.ext -out server.pem
+) >"$work/openssl.log" 2>&1 || die "openssl could not make the test certificates"
+tls_port=${TLS_PORT:-15107}
+$PY "$root/tools/openstack/faultproxy.py" --listen "$tls_port" --upstream "$KEYSTONE_PORT" --tls-cert "$tls/server.pem" \
+  --tls-key "$tls/server.key" --lifetime 900 --log-file "$work/tlsproxy.log" >/dev/null 2>&1 &
+tproxy_pid=$!
+for _ in $(seq 1 50); do curl -s -o /dev/null --cacert "$tls/ca.pem" "https://localhost:$tls_port/v3" && break; sleep 0.1; done
+tls_vim() {  # tls_vim ID URL CA
+  "$vnflow" vim register --name "$1" --id "$1" --from-env --auth-url "$2" --cacert "$3" \
+    --heat-env "$root/tests/openstack/fake-env.yaml" >/dev/null
+}
+tls_vim tls-ok "https://localhost:$tls_port/v3" "$tls/ca.pem"
+tls_vim tls-other-ca "https://localhost:$tls_port/v3" "$tls/other-ca.pem"
+tls_vim tls-wrong-name "https://127.0.0.1:$tls_port/v3" "$tls/ca.pem"
+read -r inst6 op < <(instantiate_on tls-ok tls-ok)
+check "instantiate with Keystone over verified HTTPS COMPLETED" wait_op "$op"
+check "Keystone was reached through TLS" grep -q "POST /v3/auth/tokens" "$work/tlsproxy.log"
+op=$("$vnflow" instance terminate "$inst6" --request "$R/terminate.json")
+check "terminate over HTTPS COMPLETED" wait_op "$op"
+for bad_vim in tls-other-ca tls-wrong-name; do
+  read -r inst7 op < <(instantiate_on "$bad_vim" "$bad_vim")
+  wait_op "$op" 60 || true
+  check "$bad_vim: FAILED_TEMP, not retried (a certificate problem is not transient)" \
+    test "$(op_state "$op") $("$vnflow" op history "$op" | grep -c "dispatched instantiate.create_stack")" = "FAILED_TEMP 1"
+  check "$bad_vim: the error says the certificate failed verification" bash -c "'$vnflow' op show $op | grep -q 'certificate verify failed'"
+  rb=$("$vnflow" op rollback "$op" >/dev/null 2>&1 && wait_op "$op" 60; op_state "$op")
+  check "$bad_vim: rollback leaves no stack (ROLLED_BACK)" test "$rb $(live_stacks "vnflow-$inst7")" = "ROLLED_BACK 0"
+done
+kill "$tproxy_pid" 2>/dev/null || true
+
+echo "== fault: Keystone tokens expire (20 s) during a 30 s wait"
+stop_daemon
+KEYSTONE_TOKEN_EXPIRATION=20 bash "$root/tools/openstack/start.sh" "$osdir" >>"$work/start.log" 2>&1 || die "Keystone did not restart"
+slow_vim slow30 30
+start_daemon
+before=$(auths)
+t0=$SECONDS
+read -r inst5 op < <(instantiate_on slow30 expiry)
+check "instantiate with 20 s tokens COMPLETED" wait_op "$op" 180
+took=$((SECONDS - t0))
+after=$(auths)
+check "the operation outlived a token (${took}s > 20 s)" test "$took" -gt 20
+check "vnflow authenticated again as its token expired ($((after - before)) authentications)" test "$((after - before))" -ge 2
+TOKEN=$(token)
+op=$("$vnflow" instance terminate "$inst5" --request "$R/terminate.json")
+check "terminate with 20 s tokens COMPLETED" wait_op "$op"
+check "Heat: no stack left for it" test "$(live_stacks "vnflow-$inst5")" = 0
+kill "$kproxy_pid" 2>/dev/null || true
 
 echo
 echo "heat: $checks checks, $failed failed"

@@ -31,6 +31,7 @@ Exits 0 on SIGTERM or SIGINT. Standard library only; run it with
 /usr/bin/python3 (or any python3 >= 3.7).
 """
 import argparse
+import ssl
 import hashlib
 import http
 import http.server
@@ -335,6 +336,7 @@ class Proxy:
         self.active = set()
         self.active_lock = threading.Lock()
         self.serial = 0
+        self.tls = None  # an ssl.SSLContext with --tls-cert
 
     def serve(self, listener):
         sel = selectors.DefaultSelector()
@@ -370,6 +372,14 @@ class Proxy:
     def connection(self, client, serial):
         upstream = None
         client.settimeout(self.args.io_timeout)
+        if self.tls is not None:
+            try:
+                client = self.tls.wrap_socket(client, server_side=True)
+            except (OSError, ssl.SSLError) as err:
+                log('#%d TLS handshake failed: %s' % (serial, err))
+                abort(client, hard=False)
+                self.slots.release()
+                return
         self.track(client, True)
         buf = b''
         try:
@@ -607,6 +617,8 @@ def main():
     parser.add_argument('--pid-file')
     parser.add_argument('--log-file', help='default: stderr')
     parser.add_argument('--quiet', action='store_true')
+    parser.add_argument('--tls-cert', help='serve HTTPS with this PEM certificate (chain)')
+    parser.add_argument('--tls-key', help='the private key of --tls-cert')
     args = parser.parse_args()
 
     for name in ('listen', 'control'):
@@ -631,6 +643,11 @@ def main():
         faults.poll_file()  # a file present at start is applied now
 
     proxy = Proxy(args, faults)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        parser.error('--tls-cert and --tls-key go together')
+    if args.tls_cert:
+        proxy.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        proxy.tls.load_cert_chain(args.tls_cert, args.tls_key)
 
     def on_signal(signum, _frame):
         log('signal %d: stopping' % signum)

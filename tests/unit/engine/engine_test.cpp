@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -12,6 +13,8 @@
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 #include <unistd.h>
+
+#include "engine/internal/vim_actions.h"
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
@@ -440,4 +443,72 @@ TEST_CASE("a cancel requested before the daemon runs the operation stops it befo
   REQUIRE(engine::fail_operation(*f.store, op).ok());
   auto again = engine::cancel_operation(*f.store, op);
   CHECK(again.message().find("only a STARTING or PROCESSING operation") != std::string::npos);
+}
+
+TEST_CASE("vim.register / vim.deregister: one row per (instance, name), sealed, owned") {
+  TempDir dir;
+  auto s = engine::open_sqlite_store((dir.path / "vnflow.db").string());
+  REQUIRE(s.ok());
+  engine::Store& store = *s.value();
+  json::value record = json::parse(R"({"id": "inst-1", "vim_connection_info":
+      [{"id": "default", "vimId": "os-1", "vimType": "ETSINFV.OPENSTACK_KEYSTONE.V_3"}]})");
+  json::object in = json::parse(R"({"name": "k8s-inst-1", "type": "kubernetes",
+      "access": {"server": "https://10.10.0.1:6443", "bearer_token": "s3cr3t-t0ken",
+                 "ssl_ca_cert": "-----BEGIN CERTIFICATE-----"}})")
+                        .as_object();
+  auto first = engine::run_vim_action(&store, "vim.register", in, record);
+  REQUIRE(first.ok);
+  std::string id(first.outputs.at("vim_id").as_string());
+  CHECK(first.outputs.at("replaced") == false);
+  // The instance keeps its OpenStack entry first and gains the Kubernetes one.
+  auto& vci = record.at("vim_connection_info").as_array();
+  REQUIRE(vci.size() == 2);
+  CHECK(vci[0].at("vimId") == "os-1");
+  CHECK(vci[1].at("vimId").as_string() == id);
+  CHECK(vci[1].at("vimType") == "ETSINFV.KUBERNETES.V_1");
+  // A re-run (a re-dispatch after a crash, a heal) writes the same row, not a second one.
+  auto again = engine::run_vim_action(&store, "vim.register", in, record);
+  REQUIRE(again.ok);
+  CHECK(again.outputs.at("vim_id").as_string() == id);
+  CHECK(again.outputs.at("replaced") == true);
+  CHECK(record.at("vim_connection_info").as_array().size() == 2);
+  REQUIRE(store.list_vims().value().size() == 1);
+  auto shown = store.get_vim(id, false).value();
+  CHECK(shown.summary.at("bearer_token") == "***");
+  CHECK(store.get_vim(id, true).value().access.at("bearer_token") == "s3cr3t-t0ken");
+  // The token is sealed in the file, not stored in clear.
+  {
+    std::ifstream db(dir.path / "vnflow.db", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(db)), std::istreambuf_iterator<char>());
+    CHECK(bytes.find("s3cr3t-t0ken") == std::string::npos);
+  }
+  // Bad access is refused with the reason and without the secret.
+  json::object bad = in;
+  bad["access"].as_object().erase("server");
+  auto refused = engine::run_vim_action(&store, "vim.register", bad, record);
+  CHECK_FALSE(refused.ok);
+  CHECK(refused.error_class == "invalid");
+  CHECK(refused.message.find("server") != std::string::npos);
+  CHECK(refused.message.find("s3cr3t") == std::string::npos);
+  // Another instance may neither take the name nor deregister the VIM.
+  json::value other = json::parse(R"({"id": "inst-2"})");
+  auto taken = engine::run_vim_action(&store, "vim.register", in, other);
+  CHECK_FALSE(taken.ok);
+  CHECK(taken.message.find("exists already") != std::string::npos);
+  auto foreign =
+      engine::run_vim_action(&store, "vim.deregister", json::object{{"name", "k8s-inst-1"}}, other);
+  CHECK_FALSE(foreign.ok);
+  CHECK(store.get_vim(id, false).ok());
+  // The owner deregisters; the entry leaves the record; a second deregister is done already.
+  auto gone = engine::run_vim_action(&store, "vim.deregister", json::object{{"name", "k8s-inst-1"}},
+                                     record);
+  REQUIRE(gone.ok);
+  CHECK(gone.outputs.at("removed") == true);
+  CHECK(store.get_vim(id, false).status().code() == base::StatusCode::kNotFound);
+  REQUIRE(record.at("vim_connection_info").as_array().size() == 1);
+  CHECK(record.at("vim_connection_info").as_array()[0].at("vimId") == "os-1");
+  auto twice =
+      engine::run_vim_action(&store, "vim.deregister", json::object{{"vim_id", id}}, record);
+  REQUIRE(twice.ok);
+  CHECK(twice.outputs.at("removed") == false);
 }
