@@ -5,6 +5,7 @@
 
 #include "actions/actions.h"
 #include "actions/internal/heat.h"
+#include "actions/internal/ssh.h"
 
 namespace actions {
 
@@ -14,6 +15,7 @@ Registry Registry::standard() {
   Registry r;
   r.add("local.exec", make_local_exec());
   add_heat_actions(r);
+  add_ssh_actions(r);
   return r;
 }
 

@@ -25,6 +25,7 @@
 #include "engine/engine.h"
 #include "engine/internal/cursor.h"
 #include "engine/internal/vim_actions.h"
+#include "tosca/tosca.h"
 
 namespace engine {
 
@@ -114,6 +115,38 @@ struct Engine::Impl {
   bool commit_scheduled = false;
   mutable std::mutex stats_mu;
   EngineStats stats;
+
+  // Files of onboarded packages for actions (ssh.put source:), each package loaded once.
+  std::mutex packages_mu;
+  std::map<std::string, std::shared_ptr<const tosca::Package>> packages;
+
+  base::Result<std::string> read_package_file(const std::string& package_id,
+                                              std::string_view path) {
+    std::shared_ptr<const tosca::Package> pkg;
+    {
+      std::lock_guard<std::mutex> l(packages_mu);
+      auto it = packages.find(package_id);
+      if (it != packages.end())
+        pkg = it->second;
+    }
+    if (pkg == nullptr) {
+      auto bytes = store.package_bytes(package_id);
+      if (!bytes.ok())
+        return bytes.status();
+      base::Diagnostics diags;
+      pkg = tosca::load_package_from_zip_bytes("package " + package_id, std::move(bytes).value(),
+                                               tosca::LoadOptions{}, diags);
+      if (pkg == nullptr)
+        return base::Status::FailedPrecondition("package " + package_id + " cannot be read");
+      std::lock_guard<std::mutex> l(packages_mu);
+      packages[package_id] = pkg;
+    }
+    auto f = pkg->read_file(path, 256u << 20);
+    if (!f.ok())
+      return base::Status::NotFound("the package has no file \"" + std::string(path) + "\" (" +
+                                    f.status().message() + ")");
+    return f;
+  }
 
   // How actions reach a VIM's credentials: the store opens the sealed record on demand.
   // Built once; each dispatch copies it into the action's Context.
@@ -500,7 +533,21 @@ struct Engine::Impl {
   void finish_item(Run& r, const State& s, int i, const actions::Outcome& out) {
     Item& it = r.c.items[static_cast<size_t>(i)];
     int item_no = s.for_each.empty() ? -1 : i;
+    const json::value* hide =
+        it.inputs.is_object() ? it.inputs.get_object().if_contains("hide_output") : nullptr;
+    bool hidden = hide != nullptr && hide->is_bool() && hide->get_bool();
     it.inputs = nullptr;
+    if (out.ok && !out.pin_host_keys.empty()) {
+      // Host keys seen on first use are pinned with the result that saw them.
+      if (!r.instance.is_object())
+        r.instance = json::object();
+      json::value& keys = r.instance.get_object()["host_keys"];
+      if (!keys.is_object())
+        keys = json::object();
+      for (const auto& kv : out.pin_host_keys)
+        keys.get_object()[kv.key()] = kv.value();
+      write_instance(r);
+    }
     if (out.ok) {
       it.status = ItemStatus::kDone;
       it.outputs = out.outputs;
@@ -515,7 +562,8 @@ struct Engine::Impl {
                                                              : json::value();
         r.c.done.push_back(std::move(d));
       }
-      event(r, "succeeded", s.name, item_no, it.attempt, "", for_history(out.outputs));
+      event(r, "succeeded", s.name, item_no, it.attempt, "",
+            hidden ? json::value("*** (hide_output)") : for_history(out.outputs));
       return;
     }
     bool retryable =
@@ -738,6 +786,17 @@ struct Engine::Impl {
       stats.actions++;
     }
     ctx.vim = vim_lookup;
+    if (r.instance.is_object()) {
+      const json::object& rec = r.instance.get_object();
+      if (auto* hk = rec.if_contains("host_keys"); hk != nullptr && hk->is_object())
+        ctx.host_keys = hk->get_object();
+      if (auto* pid = rec.if_contains("package_id"); pid != nullptr && pid->is_string()) {
+        std::string package_id(pid->get_string());
+        ctx.package_file = [this, package_id](std::string_view path) {
+          return read_package_file(package_id, path);
+        };
+      }
+    }
     auto job = std::make_shared<Job>();
     job->action = action;
     job->action_name = std::move(action_name);

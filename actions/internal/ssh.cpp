@@ -1,0 +1,959 @@
+// SSH and SFTP actions on libssh: ssh.exec, ssh.put, ssh.get.
+//
+//   Connection   retried while the VM boots (refused, unreachable, timed out) for
+//                `connect_within` seconds, bounded by the state's deadline; then reused
+//                from a process-wide pool keyed by host, port, user and credentials, so
+//                the states of an operation share one session per host.
+//   Host keys    a known_hosts file, a pinned fingerprint, or pinned on first use in the
+//                instance record (Outcome::pin_host_keys). A changed key is an error unless
+//                `allow_changed_host_key` (a heal that replaced the VM).
+//   Idempotency  ssh.exec exports VNFLOW_IDEMPOTENCY_KEY for scripts that check before
+//                acting; ssh.put compares the remote SHA-256 first and skips an identical
+//                upload, writes to a temporary name and renames.
+//   Secrets      passwords, keys and passphrases never reach a message; a sudo password
+//                goes through stdin, never the command line.
+//
+// libssh is blocking: these actions run on the executor's worker threads. A session is
+// used by one thread at a time (taken from the pool, given back after).
+#include "actions/internal/ssh.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <thread>
+
+#include <boost/json.hpp>
+#include <fcntl.h>
+#include <libssh/libssh.h>
+#include <libssh/sftp.h>
+
+#include "actions/actions.h"
+
+namespace actions {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr int64_t kDefaultMaxOutput = 64 * 1024;
+constexpr int64_t kDefaultMaxGet = 1 << 20;
+constexpr size_t kMaxIdle = 64;
+constexpr auto kIdleFor = std::chrono::seconds(30);
+
+std::string str_in(const json::object& in, const char* k, std::string dflt = {}) {
+  const json::value* v = in.if_contains(k);
+  return v != nullptr && v->is_string() ? std::string(v->get_string()) : dflt;
+}
+int64_t int_in(const json::object& in, const char* k, int64_t dflt) {
+  const json::value* v = in.if_contains(k);
+  return v != nullptr && v->is_int64() ? v->get_int64() : dflt;
+}
+bool bool_in(const json::object& in, const char* k, bool dflt = false) {
+  const json::value* v = in.if_contains(k);
+  return v != nullptr && v->is_bool() ? v->get_bool() : dflt;
+}
+
+// 'text' for a POSIX shell.
+std::string quote(std::string_view s) {
+  std::string o = "'";
+  for (char c : s) {
+    if (c == '\'')
+      o += "'\\''";
+    else
+      o += c;
+  }
+  return o + "'";
+}
+
+std::string last_line(const std::string& s) {
+  size_t end = s.find_last_not_of("\n\r \t");
+  if (end == std::string::npos)
+    return "";
+  size_t b = s.find_last_of('\n', end);
+  b = b == std::string::npos ? 0 : b + 1;
+  std::string line = s.substr(b, end - b + 1);
+  return line.size() > 200 ? line.substr(0, 200) + "..." : line;
+}
+
+struct Target {
+  std::string host, user, password, private_key, passphrase, known_hosts, host_key;
+  int port = 22;
+  bool allow_changed = false;
+  int64_t connect_within_ms = 60000;
+
+  std::string where() const { return user + "@" + host + ":" + std::to_string(port); }
+  std::string host_port() const { return host + ":" + std::to_string(port); }
+  // Sessions are shared only between identical targets (the secrets enter as a digest).
+  std::string pool_key() const {
+    std::string secret = base::digest_hex(base::DigestAlgorithm::kSha256,
+                                          password + '\0' + private_key + '\0' + passphrase);
+    return host + '\0' + std::to_string(port) + '\0' + user + '\0' + secret + '\0' + known_hosts +
+           '\0' + host_key;
+  }
+};
+
+bool read_target(const json::object& in, const char* action, Target& t, Outcome& fail) {
+  t.host = str_in(in, "host");
+  t.user = str_in(in, "username");
+  t.password = str_in(in, "password");
+  t.private_key = str_in(in, "private_key");
+  t.passphrase = str_in(in, "passphrase");
+  t.known_hosts = str_in(in, "known_hosts");
+  t.host_key = str_in(in, "host_key");
+  t.port = static_cast<int>(int_in(in, "port", 22));
+  t.allow_changed = bool_in(in, "allow_changed_host_key");
+  t.connect_within_ms = int_in(in, "connect_within", 60) * 1000;
+  std::string a(action);
+  if (t.host.empty() || t.host.find_first_of(" \t\r\n/") != std::string::npos) {
+    fail = Outcome::failure("invalid", a + ": \"host\" must be an address or a host name");
+    return false;
+  }
+  if (t.user.empty()) {
+    fail = Outcome::failure("invalid", a + " on " + t.host + ": \"username\" is empty");
+    return false;
+  }
+  if (t.port < 1 || t.port > 65535) {
+    fail = Outcome::failure("invalid", a + " on " + t.host + ": bad port");
+    return false;
+  }
+  if (t.password.empty() && t.private_key.empty()) {
+    fail = Outcome::failure("invalid",
+                            a + " on " + t.where() + ": give \"password\" or \"private_key\"");
+    return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// Sessions and the pool
+
+struct Conn {
+  ssh_session s = nullptr;
+  std::string fingerprint;
+  Conn() = default;
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+  ~Conn() {
+    if (s != nullptr) {
+      ssh_disconnect(s);
+      ssh_free(s);
+    }
+  }
+};
+
+class Pool {
+ public:
+  static Pool& get() {
+    static Pool pool;
+    return pool;
+  }
+  std::unique_ptr<Conn> take(const std::string& key) {
+    std::lock_guard<std::mutex> l(mu_);
+    prune();
+    auto it = idle_.find(key);
+    if (it == idle_.end())
+      return nullptr;
+    auto c = std::move(it->second.conn);
+    idle_.erase(it);
+    if (ssh_is_connected(c->s) == 0)
+      return nullptr;
+    return c;
+  }
+  void give(const std::string& key, std::unique_ptr<Conn> c) {
+    std::lock_guard<std::mutex> l(mu_);
+    prune();
+    if (idle_.size() >= kMaxIdle)
+      idle_.erase(idle_.begin());
+    idle_.emplace(key, Idle{std::move(c), Clock::now()});
+  }
+  void clear() {
+    std::lock_guard<std::mutex> l(mu_);
+    idle_.clear();
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> l(mu_);
+    return idle_.size();
+  }
+
+ private:
+  struct Idle {
+    std::unique_ptr<Conn> conn;
+    Clock::time_point since;
+  };
+  void prune() {
+    auto now = Clock::now();
+    for (auto it = idle_.begin(); it != idle_.end();) {
+      if (now - it->second.since > kIdleFor)
+        it = idle_.erase(it);
+      else
+        ++it;
+    }
+  }
+  std::mutex mu_;
+  std::multimap<std::string, Idle> idle_;
+};
+
+struct LibsshInit {
+  LibsshInit() { ssh_init(); }
+};
+
+// Errors worth another connection attempt while a VM boots.
+bool retryable_connect(const std::string& e) {
+  for (const char* w : {"refused", "timed out", "Timeout", "unreachable", "No route", "reset",
+                        "closed", "Socket error", "Connection lost", "kex", "banner"}) {
+    if (e.find(w) != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+std::string server_fingerprint(ssh_session s) {
+  ssh_key key = nullptr;
+  if (ssh_get_server_publickey(s, &key) != SSH_OK)
+    return {};
+  unsigned char* hash = nullptr;
+  size_t len = 0;
+  std::string fp;
+  if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &len) == 0) {
+    char* f = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, len);
+    if (f != nullptr) {
+      fp = f;
+      ssh_string_free_char(f);
+    }
+    ssh_clean_pubkey_hash(&hash);
+  }
+  ssh_key_free(key);
+  return fp;
+}
+
+bool same_fingerprint(std::string a, std::string b) {
+  for (auto* s : {&a, &b}) {
+    if (s->rfind("SHA256:", 0) == 0)
+      s->erase(0, 7);
+    while (!s->empty() && s->back() == '=')
+      s->pop_back();
+  }
+  return !a.empty() && a == b;
+}
+
+bool verify_host(Conn& c, const Target& t, const Context& ctx, const std::string& what,
+                 json::object& pins, Outcome& fail) {
+  c.fingerprint = server_fingerprint(c.s);
+  if (c.fingerprint.empty()) {
+    fail = Outcome::failure("failed", what + ": the server sent no host key");
+    return false;
+  }
+  if (!t.known_hosts.empty()) {
+    switch (ssh_session_is_known_server(c.s)) {
+      case SSH_KNOWN_HOSTS_OK:
+        return true;
+      case SSH_KNOWN_HOSTS_CHANGED:
+      case SSH_KNOWN_HOSTS_OTHER:
+        fail = Outcome::failure("invalid", what + ": the host key (" + c.fingerprint +
+                                               ") does not match known_hosts " + t.known_hosts);
+        return false;
+      case SSH_KNOWN_HOSTS_UNKNOWN:
+      case SSH_KNOWN_HOSTS_NOT_FOUND:
+        fail = Outcome::failure("invalid", what + ": not in known_hosts " + t.known_hosts +
+                                               " (its key is " + c.fingerprint + ")");
+        return false;
+      default:
+        fail = Outcome::failure("failed", what + ": cannot read known_hosts " + t.known_hosts +
+                                              ": " + ssh_get_error(c.s));
+        return false;
+    }
+  }
+  if (!t.host_key.empty()) {
+    if (same_fingerprint(t.host_key, c.fingerprint))
+      return true;
+    fail = Outcome::failure(
+        "invalid", what + ": the host key is " + c.fingerprint + ", not the pinned " + t.host_key);
+    return false;
+  }
+  // Trust on first use, pinned in the instance record.
+  std::string pinned = str_in(ctx.host_keys, t.host_port().c_str());
+  if (!pinned.empty() && !same_fingerprint(pinned, c.fingerprint) && !t.allow_changed) {
+    fail = Outcome::failure("invalid", what + ": the host key changed: pinned " + pinned +
+                                           ", now " + c.fingerprint +
+                                           " (a heal that replaced the VM accepts it with "
+                                           "allow_changed_host_key)");
+    return false;
+  }
+  if (pinned.empty() || !same_fingerprint(pinned, c.fingerprint))
+    pins[t.host_port()] = c.fingerprint;
+  return true;
+}
+
+bool authenticate(Conn& c, const Target& t, const std::string& what, Outcome& fail) {
+  std::string tried;
+  if (!t.private_key.empty()) {
+    ssh_key key = nullptr;
+    if (ssh_pki_import_privkey_base64(t.private_key.c_str(),
+                                      t.passphrase.empty() ? nullptr : t.passphrase.c_str(),
+                                      nullptr, nullptr, &key) != SSH_OK) {
+      fail = Outcome::failure("invalid", what +
+                                             ": private_key is not a usable private key (wrong "
+                                             "format or passphrase)");
+      return false;
+    }
+    int rc = ssh_userauth_publickey(c.s, nullptr, key);
+    ssh_key_free(key);
+    if (rc == SSH_AUTH_SUCCESS)
+      return true;
+    if (rc == SSH_AUTH_ERROR) {
+      fail = Outcome::failure("transient", what + ": authentication: " + ssh_get_error(c.s));
+      return false;
+    }
+    tried = "publickey";
+  }
+  if (!t.password.empty()) {
+    int rc = ssh_userauth_password(c.s, nullptr, t.password.c_str());
+    if (rc == SSH_AUTH_SUCCESS)
+      return true;
+    if (rc == SSH_AUTH_ERROR) {
+      fail = Outcome::failure("transient", what + ": authentication: " + ssh_get_error(c.s));
+      return false;
+    }
+    tried += tried.empty() ? "password" : " and password";
+  }
+  fail = Outcome::failure("invalid",
+                          what + ": authentication as \"" + t.user + "\" refused (" + tried + ")");
+  return false;
+}
+
+std::unique_ptr<Conn> connect(const Target& t, const Context& ctx, const std::string& what,
+                              json::object& pins, Outcome& fail) {
+  static LibsshInit init;
+  auto start = Clock::now();
+  auto until =
+      std::min(ctx.deadline, start + milliseconds(std::max<int64_t>(t.connect_within_ms, 0)));
+  auto backoff = milliseconds(100);
+  int attempts = 0;
+  for (;;) {
+    ++attempts;
+    auto c = std::make_unique<Conn>();
+    c->s = ssh_new();
+    if (c->s == nullptr) {
+      fail = Outcome::failure("failed", what + ": out of memory");
+      return nullptr;
+    }
+    auto left = std::chrono::duration_cast<milliseconds>(ctx.deadline - Clock::now()).count();
+    long timeout_s = std::clamp<long>(static_cast<long>(left / 1000), 1, 10);
+    int port = t.port;
+    int no = 0;
+    ssh_options_set(c->s, SSH_OPTIONS_HOST, t.host.c_str());
+    ssh_options_set(c->s, SSH_OPTIONS_PORT, &port);
+    ssh_options_set(c->s, SSH_OPTIONS_USER, t.user.c_str());
+    ssh_options_set(c->s, SSH_OPTIONS_TIMEOUT, &timeout_s);
+    ssh_options_set(c->s, SSH_OPTIONS_PROCESS_CONFIG, &no);
+    ssh_options_set(c->s, SSH_OPTIONS_KNOWNHOSTS,
+                    t.known_hosts.empty() ? "/dev/null" : t.known_hosts.c_str());
+    ssh_options_set(c->s, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
+    if (ssh_connect(c->s) == SSH_OK) {
+      if (!verify_host(*c, t, ctx, what, pins, fail) || !authenticate(*c, t, what, fail))
+        return nullptr;
+      return c;
+    }
+    std::string err = ssh_get_error(c->s);
+    bool cancelled = ctx.cancelled != nullptr && ctx.cancelled->load();
+    if (cancelled || !retryable_connect(err) || Clock::now() + backoff >= until) {
+      bool out_of_time = Clock::now() + backoff >= ctx.deadline;
+      fail = Outcome::failure(
+          out_of_time              ? "timeout"
+          : retryable_connect(err) ? "transient"
+                                   : "failed",
+          what + ": cannot connect: " + err + " (" + std::to_string(attempts) + " attempt" +
+              (attempts == 1 ? "" : "s") + " in " +
+              std::to_string(
+                  std::chrono::duration_cast<milliseconds>(Clock::now() - start).count()) +
+              " ms)");
+      return nullptr;
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, milliseconds(2000));
+  }
+}
+
+// A session for `t`: a pooled one, else a new connection. Given back by ~Lease when the
+// call went well (ok()).
+class Lease {
+ public:
+  Lease(const Target& t, const Context& ctx, std::string what)
+      : t_(t), ctx_(ctx), what_(std::move(what)), key_(t.pool_key()) {}
+  ~Lease() {
+    if (conn_ && healthy_)
+      Pool::get().give(key_, std::move(conn_));
+  }
+  bool open(Outcome& fail) {
+    conn_ = Pool::get().take(key_);
+    pooled_ = conn_ != nullptr;
+    if (pooled_ && !t_.known_hosts.empty() &&
+        ssh_session_is_known_server(conn_->s) != SSH_KNOWN_HOSTS_OK) {
+      conn_.reset();  // the file changed since: verify on a fresh connection, which says why
+      pooled_ = false;
+    }
+    if (pooled_) {
+      // A pooled session was verified when it was made; it still pins for this instance.
+      std::string pinned = str_in(ctx_.host_keys, t_.host_port().c_str());
+      if (t_.known_hosts.empty() && t_.host_key.empty() &&
+          (pinned.empty() || !same_fingerprint(pinned, conn_->fingerprint))) {
+        if (!pinned.empty() && !t_.allow_changed) {
+          conn_.reset();  // verify again on a fresh connection: it will say why
+          pooled_ = false;
+        } else {
+          pins_[t_.host_port()] = conn_->fingerprint;
+        }
+      }
+    }
+    if (!conn_)
+      conn_ = connect(t_, ctx_, what_, pins_, fail);
+    return conn_ != nullptr;
+  }
+  // After a failure to open a channel on a pooled session (the server restarted): one
+  // fresh connection.
+  bool reopen(Outcome& fail) {
+    if (!pooled_)
+      return false;
+    conn_.reset();
+    pooled_ = false;
+    conn_ = connect(t_, ctx_, what_, pins_, fail);
+    return conn_ != nullptr;
+  }
+  bool pooled() const { return pooled_; }
+  void broken() { healthy_ = false; }
+  ssh_session session() const { return conn_->s; }
+  const std::string& fingerprint() const { return conn_->fingerprint; }
+  json::object& pins() { return pins_; }
+
+ private:
+  const Target& t_;
+  const Context& ctx_;
+  std::string what_;
+  std::string key_;
+  std::unique_ptr<Conn> conn_;
+  bool pooled_ = false;
+  bool healthy_ = true;
+  json::object pins_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Running a command
+
+struct ExecResult {
+  bool ok = false;  // the command ran (whatever its exit status)
+  std::string error_class, error;
+  int exit_code = -1;
+  std::string out, err;
+  bool truncated = false;
+};
+
+class Capture {
+ public:
+  Capture(std::string& data, bool& truncated, size_t limit)
+      : data_(data), truncated_(truncated), limit_(limit) {}
+  void add(const char* p, size_t n) {
+    size_t room = data_.size() < limit_ ? limit_ - data_.size() : 0;
+    data_.append(p, std::min(room, n));
+    if (n > room)
+      truncated_ = true;
+  }
+
+ private:
+  std::string& data_;
+  bool& truncated_;
+  size_t limit_;
+};
+
+// Runs `command` on a new channel of the lease's session. `channel_failed` tells that
+// the channel could not even be opened (a dead pooled session).
+ExecResult run_command(Lease& lease, const std::string& command, const std::string& stdin_data,
+                       const Context& ctx, size_t max_output, bool* channel_failed) {
+  ExecResult r;
+  ssh_session s = lease.session();
+  ssh_channel ch = ssh_channel_new(s);
+  if (ch == nullptr || ssh_channel_open_session(ch) != SSH_OK) {
+    if (ch != nullptr)
+      ssh_channel_free(ch);
+    if (channel_failed != nullptr)
+      *channel_failed = true;
+    lease.broken();
+    r.error_class = "transient";
+    r.error = std::string("cannot open a session channel: ") + ssh_get_error(s);
+    return r;
+  }
+  auto cleanup = [&](bool kill) {
+    if (kill)
+      ssh_channel_request_send_signal(ch, "KILL");
+    ssh_channel_close(ch);
+    ssh_channel_free(ch);
+  };
+  if (ssh_channel_request_exec(ch, command.c_str()) != SSH_OK) {
+    r.error_class = "transient";
+    r.error = std::string("exec request refused: ") + ssh_get_error(s);
+    lease.broken();
+    cleanup(false);
+    return r;
+  }
+  size_t off = 0;
+  while (off < stdin_data.size()) {
+    int n =
+        ssh_channel_write(ch, stdin_data.data() + off,
+                          static_cast<uint32_t>(std::min<size_t>(stdin_data.size() - off, 32768)));
+    if (n <= 0)
+      break;  // the command may not read its stdin; its exit status tells
+    off += static_cast<size_t>(n);
+  }
+  ssh_channel_send_eof(ch);
+  Capture out(r.out, r.truncated, max_output), err(r.err, r.truncated, max_output);
+  char buf[16384];
+  for (;;) {
+    if (Clock::now() >= ctx.deadline || (ctx.cancelled != nullptr && ctx.cancelled->load())) {
+      r.error_class = "timeout";
+      r.error = "the command did not finish within the state's timeout (killed)";
+      lease.broken();
+      cleanup(true);
+      return r;
+    }
+    int n = ssh_channel_read_timeout(ch, buf, sizeof buf, 0, 50);
+    if (n > 0)
+      out.add(buf, static_cast<size_t>(n));
+    int m;
+    while ((m = ssh_channel_read_nonblocking(ch, buf, sizeof buf, 1)) > 0)
+      err.add(buf, static_cast<size_t>(m));
+    if (n == SSH_ERROR || m == SSH_ERROR) {
+      r.error_class = "transient";
+      r.error = std::string("the connection broke while the command ran: ") + ssh_get_error(s);
+      lease.broken();
+      cleanup(false);
+      return r;
+    }
+    if (n == 0 && ssh_channel_is_eof(ch) != 0)
+      break;
+  }
+  int m;
+  while ((m = ssh_channel_read_nonblocking(ch, buf, sizeof buf, 1)) > 0)
+    err.add(buf, static_cast<size_t>(m));
+  r.exit_code = ssh_channel_get_exit_status(ch);
+  cleanup(false);
+  if (r.exit_code < 0) {
+    r.error_class = "transient";
+    r.error = "the command ended without an exit status (the connection closed?)";
+    lease.broken();
+    return r;
+  }
+  r.ok = true;
+  return r;
+}
+
+// The remote command line: exports, then the command, under sudo when asked. A sudo
+// password (sudo -S) is written to stdin ahead of the command's own input.
+std::string command_line(const std::string& cmd, const json::object& env, const Context& ctx,
+                         bool sudo, bool sudo_with_password) {
+  std::string script;
+  script += "VNFLOW_IDEMPOTENCY_KEY=" + quote(ctx.key) + "; export VNFLOW_IDEMPOTENCY_KEY; ";
+  for (const auto& kv : env) {
+    std::string v =
+        kv.value().is_string() ? std::string(kv.value().get_string()) : json::serialize(kv.value());
+    script += std::string(kv.key()) + "=" + quote(v) + "; export " + std::string(kv.key()) + "; ";
+  }
+  script += cmd;
+  if (!sudo)
+    return "sh -c " + quote(script);
+  return std::string(sudo_with_password ? "sudo -S -p '' " : "sudo -n ") + "sh -c " + quote(script);
+}
+
+bool valid_env_name(std::string_view k) {
+  if (k.empty() || std::isdigit(static_cast<unsigned char>(k[0])))
+    return false;
+  return std::all_of(k.begin(), k.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+// Runs a helper command (sha256sum, mkdir, install) for put/get; its output is small.
+ExecResult helper(Lease& lease, const std::string& script, const Context& ctx, bool sudo,
+                  const std::string& sudo_password) {
+  std::string line = command_line(script, json::object{}, ctx, sudo, !sudo_password.empty());
+  return run_command(lease, line, sudo && !sudo_password.empty() ? sudo_password + "\n" : "", ctx,
+                     64 * 1024, nullptr);
+}
+
+// ---------------------------------------------------------------------------------------
+// The actions
+
+class SshAction : public Action {
+ public:
+  explicit SshAction(const char* name) : name_(name) {}
+  Outcome run(const json::object& in, const Context& ctx) const final {
+    Target t;
+    Outcome fail;
+    if (!read_target(in, name_, t, fail))
+      return fail;
+    std::string what = std::string(name_) + " on " + t.where();
+    Lease lease(t, ctx, what);
+    if (!lease.open(fail))
+      return fail;
+    Outcome out = call(in, ctx, t, lease, what);
+    if (out.ok) {
+      out.outputs.as_object()["host_key"] = lease.fingerprint();
+      out.pin_host_keys = lease.pins();
+    }
+    return out;
+  }
+
+ protected:
+  virtual Outcome call(const json::object& in, const Context& ctx, const Target& t, Lease& lease,
+                       const std::string& what) const = 0;
+  // Runs a command; a dead pooled session is replaced once.
+  static ExecResult exec(Lease& lease, const std::string& line, const std::string& stdin_data,
+                         const Context& ctx, size_t max_output, Outcome& fail) {
+    bool channel_failed = false;
+    ExecResult r = run_command(lease, line, stdin_data, ctx, max_output, &channel_failed);
+    if (channel_failed && lease.pooled() && lease.reopen(fail))
+      r = run_command(lease, line, stdin_data, ctx, max_output, nullptr);
+    return r;
+  }
+
+ private:
+  const char* name_;
+};
+
+class SshExec final : public SshAction {
+ public:
+  SshExec() : SshAction("ssh.exec") {}
+
+ protected:
+  Outcome call(const json::object& in, const Context& ctx, const Target&, Lease& lease,
+               const std::string& what) const override {
+    std::string cmd = str_in(in, "command");
+    if (cmd.empty())
+      return Outcome::failure("invalid", what + ": \"command\" is empty");
+    json::object env;
+    if (const json::value* e = in.if_contains("env"); e != nullptr && e->is_object())
+      env = e->get_object();
+    for (const auto& kv : env) {
+      if (!valid_env_name(kv.key()))
+        return Outcome::failure("invalid", what + ": env name \"" + std::string(kv.key()) +
+                                               "\" is not a shell variable name");
+    }
+    bool sudo = bool_in(in, "sudo");
+    std::string sudo_password = str_in(in, "sudo_password");
+    std::vector<std::pair<std::string, std::regex>> parsers;
+    if (const json::value* p = in.if_contains("parse"); p != nullptr && p->is_object()) {
+      for (const auto& kv : p->get_object()) {
+        if (!kv.value().is_string())
+          return Outcome::failure("invalid", what + ": parse." + std::string(kv.key()) +
+                                                 " must be a regular expression");
+        try {
+          parsers.emplace_back(
+              std::string(kv.key()),
+              std::regex(std::string(kv.value().get_string()), std::regex::ECMAScript));
+        } catch (const std::regex_error& e) {
+          return Outcome::failure("invalid",
+                                  what + ": parse." + std::string(kv.key()) + ": " + e.what());
+        }
+      }
+    }
+    std::string stdin_data = str_in(in, "stdin");
+    if (sudo && !sudo_password.empty())
+      stdin_data = sudo_password + "\n" + stdin_data;
+    size_t max_output =
+        static_cast<size_t>(std::max<int64_t>(1, int_in(in, "max_output", kDefaultMaxOutput)));
+    auto started = Clock::now();
+    Outcome fail;
+    ExecResult r = exec(lease, command_line(cmd, env, ctx, sudo, !sudo_password.empty()),
+                        stdin_data, ctx, max_output, fail);
+    if (!fail.ok && !fail.error_class.empty())
+      return fail;
+    if (!r.ok)
+      return Outcome::failure(r.error_class, what + ": " + r.error);
+    int64_t ms = std::chrono::duration_cast<milliseconds>(Clock::now() - started).count();
+    std::vector<int64_t> codes{0};
+    if (const json::value* c = in.if_contains("success_codes"); c != nullptr && c->is_array()) {
+      codes.clear();
+      for (const auto& x : c->get_array())
+        if (x.is_int64())
+          codes.push_back(x.get_int64());
+    }
+    if (std::find(codes.begin(), codes.end(), r.exit_code) == codes.end()) {
+      std::string tail = last_line(r.err.empty() ? r.out : r.err);
+      return Outcome::failure("failed", what + ": exit status " + std::to_string(r.exit_code) +
+                                            (tail.empty() ? "" : ": " + tail));
+    }
+    if (bool_in(in, "stderr_must_be_empty") &&
+        r.err.find_first_not_of(" \t\r\n") != std::string::npos)
+      return Outcome::failure("failed", what + ": stderr is not empty: " + last_line(r.err));
+    json::object values;
+    for (const auto& [name, re] : parsers) {
+      std::smatch m;
+      if (!std::regex_search(r.out, m, re))
+        return Outcome::failure("failed", what + ": the output has no match for parse." + name);
+      values[name] = m.size() > 1 ? m[1].str() : m[0].str();
+    }
+    return Outcome::success(json::object{{"exit_code", r.exit_code},
+                                         {"stdout", r.out},
+                                         {"stderr", r.err},
+                                         {"truncated", r.truncated},
+                                         {"duration_ms", ms},
+                                         {"values", std::move(values)}});
+  }
+};
+
+std::string parent_dir(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  if (slash == std::string::npos || slash == 0)
+    return slash == 0 ? "/" : ".";
+  return path.substr(0, slash);
+}
+
+// "abc...  path" -> "abc..."; "" when the file is missing.
+std::string first_word(const std::string& s) {
+  auto end = s.find_first_of(" \t\n");
+  return s.substr(0, end);
+}
+
+class Sftp {
+ public:
+  explicit Sftp(ssh_session s) : sftp_(sftp_new(s)) {
+    if (sftp_ != nullptr && sftp_init(sftp_) != SSH_OK) {
+      sftp_free(sftp_);
+      sftp_ = nullptr;
+    }
+  }
+  ~Sftp() {
+    if (sftp_ != nullptr)
+      sftp_free(sftp_);
+  }
+  sftp_session get() const { return sftp_; }
+
+ private:
+  sftp_session sftp_;
+};
+
+class SshPut final : public SshAction {
+ public:
+  SshPut() : SshAction("ssh.put") {}
+
+ protected:
+  Outcome call(const json::object& in, const Context& ctx, const Target&, Lease& lease,
+               const std::string& what) const override {
+    std::string path = str_in(in, "path");
+    if (path.empty() || path.find('\n') != std::string::npos)
+      return Outcome::failure("invalid", what + ": \"path\" must be a file path");
+    std::string data;
+    int given = 0;
+    if (in.contains("content")) {
+      data = str_in(in, "content");
+      ++given;
+    }
+    if (in.contains("secret_content")) {
+      data = str_in(in, "secret_content");
+      ++given;
+    }
+    std::string source = str_in(in, "source");
+    if (!source.empty()) {
+      ++given;
+      if (!ctx.package_file)
+        return Outcome::failure("invalid", what + ": no package to read \"" + source + "\" from");
+      auto f = ctx.package_file(source);
+      if (!f.ok())
+        return Outcome::failure("invalid", what + ": " + f.status().message());
+      data = std::move(f).value();
+    }
+    if (given != 1)
+      return Outcome::failure("invalid",
+                              what + ": give one of \"content\", \"secret_content\", \"source\"");
+    std::string mode_s = str_in(in, "mode", "0644");
+    char* end = nullptr;
+    long mode = std::strtol(mode_s.c_str(), &end, 8);
+    if (end == mode_s.c_str() || *end != '\0' || mode < 0 || mode > 07777)
+      return Outcome::failure("invalid", what + ": mode \"" + mode_s + "\" is not octal");
+    bool sudo = bool_in(in, "sudo");
+    std::string sudo_password = str_in(in, "sudo_password");
+    std::string sha = base::digest_hex(base::DigestAlgorithm::kSha256, data);
+    std::string what_path = what + ": " + path;
+
+    // Read back first: an identical file is not uploaded again (a re-dispatch, a re-run).
+    auto remote_sha = [&](Outcome& f) -> std::string {
+      ExecResult r = helper(lease, "sha256sum -- " + quote(path) + " 2>/dev/null || true", ctx,
+                            sudo, sudo_password);
+      if (!r.ok) {
+        f = Outcome::failure(r.error_class, what_path + ": " + r.error);
+        return "-";
+      }
+      return first_word(r.out);
+    };
+    Outcome f;
+    std::string before = remote_sha(f);
+    if (before == "-")
+      return f;
+    bool changed = before != sha;
+    if (changed) {
+      // Upload to a temporary name beside the target (or in /tmp under sudo), then move
+      // it into place: a reader never sees half a file.
+      std::string tmp_name =
+          ".vnflow-" +
+          base::digest_hex(base::DigestAlgorithm::kSha256, ctx.key + path).substr(0, 16);
+      std::string tmp = sudo ? "/tmp/" + tmp_name : parent_dir(path) + "/" + tmp_name;
+      if (!sudo) {
+        ExecResult r = helper(lease, "mkdir -p -- " + quote(parent_dir(path)), ctx, false, "");
+        if (!r.ok || r.exit_code != 0)
+          return Outcome::failure(r.ok ? "failed" : r.error_class,
+                                  what_path + ": cannot create its directory" +
+                                      (r.ok ? ": " + last_line(r.err) : ": " + r.error));
+      }
+      Outcome up = upload(lease, tmp, data, static_cast<int>(sudo ? 0600 : mode), ctx, what_path);
+      if (!up.ok)
+        return up;
+      std::string place = sudo ? "mkdir -p -- " + quote(parent_dir(path)) + " && install -m " +
+                                     mode_s + " -- " + quote(tmp) + " " + quote(path) +
+                                     "; rc=$?; rm -f -- " + quote(tmp) + "; exit $rc"
+                               : "chmod " + mode_s + " -- " + quote(tmp) + " && mv -f -- " +
+                                     quote(tmp) + " " + quote(path);
+      ExecResult r = helper(lease, place, ctx, sudo, sudo_password);
+      if (!r.ok || r.exit_code != 0)
+        return Outcome::failure(r.ok ? "failed" : r.error_class,
+                                what_path + ": cannot move the upload into place: " +
+                                    (r.ok ? last_line(r.err) : r.error));
+    } else {
+      ExecResult r =
+          helper(lease, "chmod " + mode_s + " -- " + quote(path), ctx, sudo, sudo_password);
+      if (!r.ok || r.exit_code != 0)
+        return Outcome::failure(r.ok ? "failed" : r.error_class,
+                                what_path + ": chmod: " + (r.ok ? last_line(r.err) : r.error));
+    }
+    if (changed && bool_in(in, "verify", true)) {
+      std::string after = remote_sha(f);
+      if (after == "-")
+        return f;
+      if (after != sha)
+        return Outcome::failure("failed", what_path +
+                                              ": verification failed: the remote file's "
+                                              "SHA-256 is " +
+                                              (after.empty() ? "missing" : after) + ", not " + sha);
+    }
+    return Outcome::success(json::object{{"path", path},
+                                         {"size", static_cast<int64_t>(data.size())},
+                                         {"sha256", sha},
+                                         {"changed", changed}});
+  }
+
+ private:
+  static Outcome upload(Lease& lease, const std::string& remote, const std::string& data, int mode,
+                        const Context& ctx, const std::string& what) {
+    Sftp sftp(lease.session());
+    if (sftp.get() == nullptr) {
+      lease.broken();
+      return Outcome::failure("transient",
+                              what + ": cannot start SFTP: " + ssh_get_error(lease.session()));
+    }
+    sftp_file f = sftp_open(sftp.get(), remote.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                            static_cast<mode_t>(mode));
+    if (f == nullptr)
+      return Outcome::failure("failed", what + ": SFTP open of " + remote + " failed (error " +
+                                            std::to_string(sftp_get_error(sftp.get())) + ")");
+    size_t off = 0;
+    while (off < data.size()) {
+      if (Clock::now() >= ctx.deadline) {
+        sftp_close(f);
+        return Outcome::failure("timeout", what + ": the upload did not finish in time");
+      }
+      size_t n = std::min<size_t>(data.size() - off, 32768);
+      ssize_t w = sftp_write(f, data.data() + off, n);
+      if (w <= 0) {
+        sftp_close(f);
+        lease.broken();
+        return Outcome::failure("transient",
+                                what + ": SFTP write failed at byte " + std::to_string(off));
+      }
+      off += static_cast<size_t>(w);
+    }
+    if (sftp_close(f) != SSH_OK)
+      return Outcome::failure("transient", what + ": SFTP close failed");
+    return Outcome::success(nullptr);
+  }
+};
+
+class SshGet final : public SshAction {
+ public:
+  SshGet() : SshAction("ssh.get") {}
+
+ protected:
+  Outcome call(const json::object& in, const Context& ctx, const Target&, Lease& lease,
+               const std::string& what) const override {
+    std::string path = str_in(in, "path");
+    if (path.empty())
+      return Outcome::failure("invalid", what + ": \"path\" is empty");
+    size_t max = static_cast<size_t>(std::max<int64_t>(1, int_in(in, "max_bytes", kDefaultMaxGet)));
+    std::string what_path = what + ": " + path;
+    std::string data;
+    if (bool_in(in, "sudo")) {
+      std::string pw = str_in(in, "sudo_password");
+      ExecResult r = run_command(
+          lease, command_line("cat -- " + quote(path), json::object{}, ctx, true, !pw.empty()),
+          pw.empty() ? "" : pw + "\n", ctx, max + 1, nullptr);
+      if (!r.ok)
+        return Outcome::failure(r.error_class, what_path + ": " + r.error);
+      if (r.exit_code != 0)
+        return Outcome::failure("failed", what_path + ": " + last_line(r.err));
+      data = std::move(r.out);
+    } else {
+      Sftp sftp(lease.session());
+      if (sftp.get() == nullptr) {
+        lease.broken();
+        return Outcome::failure("transient",
+                                what + ": cannot start SFTP: " + ssh_get_error(lease.session()));
+      }
+      sftp_file f = sftp_open(sftp.get(), path.c_str(), O_RDONLY, 0);
+      if (f == nullptr)
+        return Outcome::failure("failed", what_path + ": cannot open it (SFTP error " +
+                                              std::to_string(sftp_get_error(sftp.get())) + ")");
+      char buf[32768];
+      for (;;) {
+        if (Clock::now() >= ctx.deadline) {
+          sftp_close(f);
+          return Outcome::failure("timeout", what_path + ": the download did not finish in time");
+        }
+        ssize_t n = sftp_read(f, buf, sizeof buf);
+        if (n < 0) {
+          sftp_close(f);
+          return Outcome::failure("transient", what_path + ": SFTP read failed");
+        }
+        if (n == 0)
+          break;
+        data.append(buf, static_cast<size_t>(n));
+        if (data.size() > max)
+          break;
+      }
+      sftp_close(f);
+    }
+    if (data.size() > max)
+      return Outcome::failure("invalid",
+                              what_path + ": larger than max_bytes (" + std::to_string(max) + ")");
+    return Outcome::success(
+        json::object{{"content", data},
+                     {"size", static_cast<int64_t>(data.size())},
+                     {"sha256", base::digest_hex(base::DigestAlgorithm::kSha256, data)}});
+  }
+};
+
+}  // namespace
+
+void add_ssh_actions(Registry& r) {
+  r.add("ssh.exec", std::make_shared<SshExec>());
+  r.add("ssh.put", std::make_shared<SshPut>());
+  r.add("ssh.get", std::make_shared<SshGet>());
+}
+
+size_t ssh_pooled_sessions() {
+  return Pool::get().size();
+}
+void ssh_drop_pooled_sessions() {
+  Pool::get().clear();
+}
+
+}  // namespace actions

@@ -1,0 +1,395 @@
+// ssh.exec / ssh.put / ssh.get against real OpenSSH sshd in network-namespace VMs
+// (tools/vms/vm.sh), started by tests/ssh/ssh_test.sh, which passes:
+//   VNFLOW_SSH_HOSTS  "ADDR_A ADDR_B"        two VMs
+//   VNFLOW_SSH_VMS    "NAME_A NAME_B"        their vm.sh names
+//   VNFLOW_SSH_USER, VNFLOW_SSH_PASSWORD, VNFLOW_SSH_KEY (a private key file)
+//   VNFLOW_VM_SH      tools/vms/vm.sh
+//   VNFLOW_SSH_DOWN   an address in the VM subnet where nothing answers
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+
+#include "actions/actions.h"
+#include "actions/internal/ssh.h"
+
+namespace json = boost::json;
+using actions::Outcome;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string env(const char* k) {
+  const char* v = std::getenv(k);
+  return v != nullptr ? v : "";
+}
+std::vector<std::string> words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;)
+    out.push_back(w);
+  return out;
+}
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream o;
+  o << f.rdbuf();
+  return o.str();
+}
+std::string sh(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr)
+    return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0)
+    out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+struct Env {
+  std::vector<std::string> hosts = words(env("VNFLOW_SSH_HOSTS"));
+  std::vector<std::string> vms = words(env("VNFLOW_SSH_VMS"));
+  std::string user = env("VNFLOW_SSH_USER");
+  std::string password = env("VNFLOW_SSH_PASSWORD");
+  std::string key = slurp(env("VNFLOW_SSH_KEY"));
+  std::string vm_sh = env("VNFLOW_VM_SH");
+  std::string down = env("VNFLOW_SSH_DOWN");
+  bool ready() const { return hosts.size() >= 2 && vms.size() >= 2 && !user.empty(); }
+};
+
+const Env& E() {
+  static Env e;
+  return e;
+}
+
+actions::Registry& registry() {
+  static actions::Registry r = actions::Registry::standard();
+  return r;
+}
+
+actions::Context context(const std::string& state, int timeout_ms = 20000) {
+  actions::Context c;
+  c.op_id = "op-1";
+  c.instance_id = "inst-1";
+  c.state = state;
+  c.key = "op-1/" + state + "/1";
+  c.deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  return c;
+}
+
+json::object target(const std::string& host, bool with_key) {
+  json::object t{{"host", host}, {"username", E().user}};
+  if (with_key)
+    t["private_key"] = E().key;
+  else
+    t["password"] = E().password;
+  return t;
+}
+
+Outcome run(const std::string& action, json::object in, const actions::Context& ctx) {
+  const actions::Action* a = registry().find(action);
+  REQUIRE(a != nullptr);
+  return a->run(in, ctx);
+}
+
+Outcome exec(const std::string& host, const std::string& cmd, bool with_key = true,
+             json::object extra = {}, const actions::Context& ctx = context("exec")) {
+  json::object in = target(host, with_key);
+  in["command"] = cmd;
+  for (const auto& kv : extra)
+    in[kv.key()] = kv.value();
+  return run("ssh.exec", in, ctx);
+}
+
+std::string out_of(const Outcome& o) {
+  INFO(o.message);
+  REQUIRE(o.ok);
+  return std::string(o.outputs.at("stdout").as_string());
+}
+
+}  // namespace
+
+TEST_CASE("ssh.exec: password and key authentication, exit status, outputs, pinning") {
+  if (!E().ready())
+    FAIL("run through tests/ssh/ssh_test.sh (no VMs given)");
+  const std::string& a = E().hosts[0];
+  auto pw = exec(a, "id -un", false);
+  CHECK(out_of(pw) == E().user + "\n");
+  CHECK(pw.outputs.at("exit_code") == 0);
+  // First use pins the host key with the result.
+  REQUIRE(pw.pin_host_keys.contains(a + ":22"));
+  std::string fp(pw.pin_host_keys.at(a + ":22").as_string());
+  CHECK(fp.rfind("SHA256:", 0) == 0);
+  CHECK(pw.outputs.at("host_key").as_string() == fp);
+
+  auto key = exec(a, "echo $((6 * 7))", true);
+  CHECK(out_of(key) == "42\n");
+
+  auto bad = exec(a, "echo 'it broke' >&2; exit 3");
+  CHECK_FALSE(bad.ok);
+  CHECK(bad.error_class == "failed");
+  CHECK(bad.message.find("exit status 3") != std::string::npos);
+  CHECK(bad.message.find("it broke") != std::string::npos);
+  CHECK(exec(a, "exit 3", true, json::object{{"success_codes", json::array{0, 3}}}).ok);
+
+  auto noisy = exec(a, "echo warning >&2", true, json::object{{"stderr_must_be_empty", true}});
+  CHECK_FALSE(noisy.ok);
+  CHECK(noisy.message.find("stderr is not empty: warning") != std::string::npos);
+  CHECK(exec(a, "echo warning >&2").ok);  // not asked: stderr is only output
+}
+
+TEST_CASE("ssh.exec: sudo, env, stdin, the idempotency key, parsers, bounded output") {
+  if (!E().ready())
+    FAIL("run through tests/ssh/ssh_test.sh (no VMs given)");
+  const std::string& a = E().hosts[0];
+  CHECK(out_of(exec(a, "id -u", true, json::object{{"sudo", true}})) == "0\n");
+  auto envd = exec(
+      a, "printf '%s|' \"$GREETING\" \"$QUOTED\"; cat; echo \"|$VNFLOW_IDEMPOTENCY_KEY\"", true,
+      json::object{{"env", json::object{{"GREETING", "hello world"}, {"QUOTED", "it's \"$HOME\""}}},
+                   {"stdin", "from stdin"}});
+  CHECK(out_of(envd) == "hello world|it's \"$HOME\"|from stdin|op-1/exec/1\n");
+  CHECK_FALSE(exec(a, "true", true, json::object{{"env", json::object{{"BAD NAME", "x"}}}}).ok);
+
+  auto join = exec(a,
+                   "echo 'kubeadm join 10.231.0.11:6443 --token abcdef.0123456789abcdef "
+                   "--discovery-token-ca-cert-hash sha256:feed'",
+                   true,
+                   json::object{{"parse", json::object{{"token", "--token (\\S+)"},
+                                                       {"ca_hash", "sha256:([0-9a-f]+)"}}}});
+  REQUIRE(join.ok);
+  CHECK(join.outputs.at("values").at("token") == "abcdef.0123456789abcdef");
+  CHECK(join.outputs.at("values").at("ca_hash") == "feed");
+  auto nomatch = exec(a, "echo nothing", true,
+                      json::object{{"parse", json::object{{"token", "--token (\\S+)"}}}});
+  CHECK_FALSE(nomatch.ok);
+  CHECK(nomatch.message.find("parse.token") != std::string::npos);
+
+  auto big =
+      exec(a, "head -c 200000 /dev/zero | tr '\\0' x", true, json::object{{"max_output", 1000}});
+  REQUIRE(big.ok);
+  CHECK(big.outputs.at("stdout").as_string().size() == 1000);
+  CHECK(big.outputs.at("truncated") == true);
+}
+
+TEST_CASE("ssh.exec: a command past the state's deadline is killed on the VM") {
+  if (!E().ready())
+    FAIL("run through tests/ssh/ssh_test.sh (no VMs given)");
+  const std::string& a = E().hosts[0];
+  auto t0 = Clock::now();
+  auto slow = exec(a, "sleep 37", true, {}, context("slow", 1500));
+  auto took = Clock::now() - t0;
+  CHECK_FALSE(slow.ok);
+  CHECK(slow.error_class == "timeout");
+  CHECK(took < std::chrono::seconds(5));
+  // The remote process is gone (the channel was signalled and closed).
+  std::string left;
+  for (int i = 0; i < 20; ++i) {
+    left = out_of(exec(a, "pgrep -c -f '[s]leep 37' || true"));
+    if (left == "0\n")
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(left == "0\n");
+}
+
+TEST_CASE("host keys: pinned, changed, known_hosts") {
+  if (!E().ready())
+    FAIL("run through tests/ssh/ssh_test.sh (no VMs given)");
+  const std::string& a = E().hosts[0];
+  actions::ssh_drop_pooled_sessions();
+  auto first = exec(a, "true");
+  REQUIRE(first.ok);
+  std::string fp(first.outputs.at("host_key").as_string());
+
+  auto ctx = context("pinned");
+  ctx.host_keys[a + ":22"] = fp;
+  auto same = exec(a, "true", true, {}, ctx);
+  REQUIRE(same.ok);
+  CHECK(same.pin_host_keys.empty());  // nothing new to pin
+
+  actions::ssh_drop_pooled_sessions();
+  auto wrong = context("changed");
+  wrong.host_keys[a + ":22"] = "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+  auto refused = exec(a, "true", true, {}, wrong);
+  CHECK_FALSE(refused.ok);
+  CHECK(refused.error_class == "invalid");
+  CHECK(refused.message.find("host key changed") != std::string::npos);
+  // A pooled session does not bypass the check either.
+  REQUIRE(exec(a, "true").ok);
+  CHECK_FALSE(exec(a, "true", true, {}, wrong).ok);
+  auto healed = exec(a, "true", true, json::object{{"allow_changed_host_key", true}}, wrong);
+  REQUIRE(healed.ok);
+  CHECK(healed.pin_host_keys.at(a + ":22").as_string() == fp);  // the new key is pinned
+
+  CHECK_FALSE(exec(a, "true", true, json::object{{"host_key", "SHA256:nope"}}).ok);
+  CHECK(exec(a, "true", true, json::object{{"host_key", fp}}).ok);
+
+  std::string kh = env("TMPDIR").empty() ? "/tmp" : env("TMPDIR");
+  kh += "/vnflow-ssh-test-known_hosts";
+  sh("ssh-keyscan -t ed25519 " + a + " > " + kh + " 2>/dev/null");
+  actions::ssh_drop_pooled_sessions();
+  CHECK(exec(a, "true", true, json::object{{"known_hosts", kh}}).ok);
+  sh("ssh-keyscan -t ed25519 " + E().hosts[1] + " 2>/dev/null | sed 's/^[^ ]*/" + a + "/' > " + kh);
+  auto other = exec(a, "true", true, json::object{{"known_hosts", kh}});
+  CHECK_FALSE(other.ok);
+  CHECK(other.message.find("known_hosts") != std::string::npos);
+  std::remove(kh.c_str());
+}
+
+TEST_CASE("secrets stay out of messages; bad credentials are not retried") {
+  if (!E().ready())
+    FAIL("run through tests/ssh/ssh_test.sh (no VMs given)");
+  const std::string& a = E().hosts[0];
+  json::object in = target(a, false);
+  in["password"] = "wrong-Pa55word";
+  in["command"] = "true";
+  auto r = run("ssh.exec", in, context("badpw"));
+  CHECK_FALSE(r.ok);
+  CHECK(r.error_class == "invalid");
+  CHECK(r.message.find("refused") != std::string::npos);
+  CHECK(r.message.find("wrong-Pa55word") == std::string::npos);
+  // sudo with a password goes through stdin, not the command line.
+  auto s = exec(a, "ps -eo args | grep -c '[s]udo-secret-Pw' || true", true,
+                json::object{{"sudo", true}, {"sudo_password", "sudo-secret-Pw"}});
+  CHECK(out_of(s) == "0\n");
+}
+
+TEST_CASE("connections: retried while the VM boots, pooled, parallel, refreshed after a restart") {
+  if (!E().ready())
+    FAIL("run through tests/ssh/ssh_test.sh (no VMs given)");
+  const std::string& a = E().hosts[0];
+  const std::string& b = E().hosts[1];
+  const std::string& vm_b = E().vms[1];
+  actions::ssh_drop_pooled_sessions();
+
+  // Nothing answers: connection attempts go on for connect_within, then "transient".
+  if (!E().down.empty()) {
+    auto t0 = Clock::now();
+    auto r = exec(E().down, "true", true, json::object{{"connect_within", 2}});
+    CHECK_FALSE(r.ok);
+    CHECK((r.error_class == "transient" || r.error_class == "timeout"));
+    CHECK(Clock::now() - t0 >= std::chrono::milliseconds(1500));
+    CHECK(Clock::now() - t0 < std::chrono::seconds(15));
+  }
+
+  // sshd down while the call starts ("the VM is booting"), up 1.5 s later.
+  REQUIRE(std::system((E().vm_sh + " kill-sshd " + vm_b).c_str()) == 0);
+  std::thread boot([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    std::system((E().vm_sh + " start-sshd " + vm_b).c_str());
+  });
+  auto t0 = Clock::now();
+  auto late = exec(b, "hostname -I", true, json::object{{"connect_within", 20}});
+  boot.join();
+  INFO(late.message);
+  CHECK(late.ok);
+  CHECK(Clock::now() - t0 >= std::chrono::milliseconds(1400));
+
+  // One session per host is kept and reused: later calls skip the handshake.
+  auto t1 = Clock::now();
+  for (int i = 0; i < 10; ++i)
+    REQUIRE(exec(b, "true").ok);
+  auto ten = Clock::now() - t1;
+  CHECK(actions::ssh_pooled_sessions() >= 1);
+  CHECK(ten < std::chrono::seconds(3));
+
+  // The server restarts: the pooled session is dead; the next call connects again.
+  REQUIRE(std::system((E().vm_sh + " kill-sshd " + vm_b).c_str()) == 0);
+  REQUIRE(std::system((E().vm_sh + " start-sshd " + vm_b).c_str()) == 0);
+  auto after = exec(b, "echo again");
+  INFO(after.message);
+  CHECK(after.ok);
+
+  // Many calls on two hosts in parallel (the executor's worker threads do this).
+  std::vector<std::thread> ts;
+  std::atomic<int> good{0};
+  for (int i = 0; i < 8; ++i) {
+    ts.emplace_back([&, i] {
+      auto r = exec(i % 2 ? a : b, "echo " + std::to_string(i), true, {},
+                    context("par" + std::to_string(i)));
+      if (r.ok && r.outputs.at("stdout").as_string() == std::to_string(i) + "\n")
+        good++;
+    });
+  }
+  for (auto& t : ts)
+    t.join();
+  CHECK(good == 8);
+}
+
+TEST_CASE("ssh.put / ssh.get: content, package files, sudo, verify, idempotent re-upload") {
+  if (!E().ready())
+    FAIL("run through tests/ssh/ssh_test.sh (no VMs given)");
+  const std::string& a = E().hosts[0];
+  std::string mib(1 << 20, '\0');
+  for (size_t i = 0; i < mib.size(); ++i)
+    mib[i] = static_cast<char>((i * 7919) >> 3);
+  auto ctx = context("put");
+  ctx.package_file = [&](std::string_view p) -> base::Result<std::string> {
+    if (p == "Files/images/registry.tar")
+      return mib;
+    return base::Status::NotFound("no file " + std::string(p));
+  };
+  json::object in = target(a, true);
+  in["path"] = "/home/" + E().user + "/vnflow/registry.tar";
+  in["source"] = "Files/images/registry.tar";
+  in["mode"] = "0640";
+  auto put = run("ssh.put", in, ctx);
+  INFO(put.message);
+  REQUIRE(put.ok);
+  CHECK(put.outputs.at("changed") == true);
+  CHECK(put.outputs.at("size") == (1 << 20));
+  std::string sha(put.outputs.at("sha256").as_string());
+  CHECK(
+      out_of(exec(
+          a,
+          "sha256sum < ~/vnflow/registry.tar | cut -d' ' -f1; stat -c %a ~/vnflow/registry.tar")) ==
+      sha + "\n640\n");
+  auto again = run("ssh.put", in, ctx);
+  REQUIRE(again.ok);
+  CHECK(again.outputs.at("changed") == false);  // read back, not sent again
+
+  json::object gin = target(a, false);
+  gin["path"] = "/home/" + E().user + "/vnflow/registry.tar";
+  auto got = run("ssh.get", gin, context("get"));
+  REQUIRE(got.ok);
+  CHECK(got.outputs.at("sha256").as_string() == sha);
+  CHECK(got.outputs.at("content").as_string().size() == mib.size());
+  gin["max_bytes"] = 1000;
+  auto too_big = run("ssh.get", gin, context("get2"));
+  CHECK_FALSE(too_big.ok);
+  CHECK(too_big.message.find("max_bytes") != std::string::npos);
+
+  json::object root = target(a, true);
+  root["path"] = "/etc/docker/daemon.json";
+  root["content"] = "{\"insecure-registries\": [\"10.231.0.12:5000\"]}\n";
+  root["sudo"] = true;
+  root["mode"] = "0600";
+  auto placed = run("ssh.put", root, context("sudo-put"));
+  INFO(placed.message);
+  REQUIRE(placed.ok);
+  CHECK(out_of(exec(a, "stat -c '%U %a' /etc/docker/daemon.json")) == "root 600\n");
+  json::object rget = target(a, true);
+  rget["path"] = "/etc/docker/daemon.json";
+  rget["sudo"] = true;
+  auto rgot = run("ssh.get", rget, context("sudo-get"));
+  REQUIRE(rgot.ok);
+  CHECK(rgot.outputs.at("content") == root["content"]);
+  // Without sudo the file cannot be read: a clear failure, not an empty success.
+  rget["sudo"] = false;
+  CHECK_FALSE(run("ssh.get", rget, context("nosudo-get")).ok);
+
+  json::object missing = target(a, true);
+  missing["path"] = "/tmp/x";
+  missing["source"] = "Files/none";
+  auto nf = run("ssh.put", missing, ctx);
+  CHECK_FALSE(nf.ok);
+  CHECK(nf.error_class == "invalid");
+}
