@@ -506,6 +506,52 @@ class MarkUnhealthy final : public HeatAction {
   }
 };
 
+// added / removed / healed relative to `previous`. A healed VNFC keeps its VDU and its
+// (member) stack and gets a new id; it is neither added nor removed.
+void vnfc_changes(json::object& inv, const json::array& previous, const json::array& healed_ids) {
+  const json::array& now = inv["vnfcs"].as_array();
+  auto id_of = [](const json::value& v) {
+    return v.is_object() ? str_in(v.get_object(), "id") : std::string();
+  };
+  auto has_id = [&](const json::array& list, const std::string& id) {
+    return std::any_of(list.begin(), list.end(),
+                       [&](const json::value& v) { return id_of(v) == id; });
+  };
+  json::array added, removed, healed;
+  std::set<std::string> replaced_new, replaced_old;
+  for (const auto& hid : healed_ids) {
+    if (!hid.is_string())
+      continue;
+    std::string old_id(hid.get_string());
+    for (const auto& o : previous) {
+      if (id_of(o) != old_id)
+        continue;
+      const auto& oo = o.get_object();
+      for (const auto& n : now) {
+        const auto& no = n.get_object();
+        if (str_in(no, "vdu") == str_in(oo, "vdu") &&
+            str_in(no, "stack_id") == str_in(oo, "stack_id") && !replaced_new.count(id_of(n))) {
+          healed.push_back(n);
+          replaced_new.insert(id_of(n));
+          replaced_old.insert(old_id);
+          break;
+        }
+      }
+    }
+  }
+  for (const auto& n : now) {
+    if (!has_id(previous, id_of(n)) && !replaced_new.count(id_of(n)))
+      added.push_back(n);
+  }
+  for (const auto& o : previous) {
+    if (!has_id(now, id_of(o)) && !replaced_old.count(id_of(o)))
+      removed.push_back(o);
+  }
+  inv["added"] = std::move(added);
+  inv["removed"] = std::move(removed);
+  inv["healed"] = std::move(healed);
+}
+
 class Resources final : public HeatAction {
  public:
   Resources() : HeatAction("heat.resources") {}
@@ -531,7 +577,14 @@ class Resources final : public HeatAction {
       vdus = v->get_object();
     if (auto* c = in.if_contains("cps"); c != nullptr && c->is_object())
       cps = c->get_object();
-    return Outcome::success(heat_inventory(list, vdus, cps));
+    json::object inv = heat_inventory(list, vdus, cps);
+    json::array previous, healed_ids;
+    if (auto* p = in.if_contains("previous"); p != nullptr && p->is_array())
+      previous = p->get_array();
+    if (auto* h = in.if_contains("healed"); h != nullptr && h->is_array())
+      healed_ids = h->get_array();
+    vnfc_changes(inv, previous, healed_ids);
+    return Outcome::success(std::move(inv));
   }
 };
 
@@ -541,7 +594,7 @@ json::object heat_inventory(const json::array& resources, const json::object& vd
                             const json::object& cps) {
   json::array out;
   struct Res {
-    std::string name, type, status, physical_id, stack;
+    std::string name, type, status, physical_id, stack, created;
     json::object attributes;
   };
   std::vector<Res> all;
@@ -554,6 +607,7 @@ json::object heat_inventory(const json::array& resources, const json::object& vd
     r.type = str_in(o, "resource_type");
     r.status = str_in(o, "resource_status");
     r.physical_id = str_in(o, "physical_resource_id");
+    r.created = str_in(o, "creation_time");
     if (auto* links = o.if_contains("links"); links != nullptr && links->is_array()) {
       for (const auto& l : links->get_array()) {
         if (l.is_object() && str_in(l.get_object(), "rel") == "stack")
@@ -618,10 +672,28 @@ json::object heat_inventory(const json::array& resources, const json::object& vd
                    {"addresses", std::move(addresses)}};
     if (!first.empty())
       v["address"] = first;
+    if (!r.created.empty())
+      v["created"] = r.created;
+    // A member of an aspect's group: its stack is a resource of the group's stack.
+    std::string member_id = r.stack.substr(r.stack.find('/') + 1);
+    for (const auto& g : all) {
+      if (!member_id.empty() && g.physical_id == member_id && !g.stack.empty()) {
+        v["group_stack"] = g.stack;
+        v["group_resource"] = g.name;
+        if (!g.created.empty())
+          v["created"] = g.created;  // when the member joined the group
+        break;
+      }
+    }
     vnfcs.push_back(std::move(v));
   }
+  // By VDU, then oldest first (the newest are the last: scale-in removes those).
   std::stable_sort(vnfcs.begin(), vnfcs.end(), [](const json::value& a, const json::value& b) {
-    return std::string(a.at("vdu").as_string()) < std::string(b.at("vdu").as_string());
+    auto key = [](const json::value& x) {
+      const auto& o = x.get_object();
+      return std::make_pair(std::string(o.at("vdu").as_string()), str_in(o, "created"));
+    };
+    return key(a) < key(b);
   });
   return json::object{{"resources", std::move(out)}, {"vnfcs", std::move(vnfcs)}};
 }

@@ -127,11 +127,58 @@ Outcome instance_check(const json::object& in) {
   return Outcome::success(json::object{{"ok", true}});
 }
 
+// The VNFCs a scale-in by `steps` removes: for every VDU the aspect scales, delta x steps
+// of its VNFCs, the newest first (vnfcs are listed oldest first per VDU, as heat.resources
+// reads them). The built-in scale-in marks exactly these for removal, so a scale_start
+// hook that calls this sees the same ones.
+Outcome instance_scale_in_targets(const json::object& in) {
+  const json::value* vnfd = in.if_contains("vnfd");
+  const json::value* aspect = in.if_contains("aspect");
+  const json::value* steps = in.if_contains("steps");
+  const json::value* vnfcs = in.if_contains("vnfcs");
+  if (vnfd == nullptr || !vnfd->is_object() || aspect == nullptr || !aspect->is_string() ||
+      steps == nullptr || !steps->is_int64() || vnfcs == nullptr || !vnfcs->is_array())
+    return Outcome::failure("invalid",
+                            "instance.scale_in_targets: needs vnfd, aspect, steps and vnfcs");
+  const json::value* aspects = vnfd->get_object().if_contains("aspects");
+  const json::value* a = aspects != nullptr && aspects->is_object()
+                             ? aspects->get_object().if_contains(aspect->get_string())
+                             : nullptr;
+  if (a == nullptr || !a->is_object())
+    return Outcome::failure("invalid", "instance.scale_in_targets: no aspect \"" +
+                                           std::string(aspect->get_string()) + "\" in the VNFD");
+  json::array out;
+  const json::value* deltas = a->get_object().if_contains("deltas");
+  if (deltas != nullptr && deltas->is_object()) {
+    for (const auto& [vdu, per] : deltas->get_object()) {
+      int64_t step = 0;
+      if (per.is_object()) {
+        for (const auto& kv : per.get_object()) {
+          if (kv.value().is_int64()) {
+            step = kv.value().get_int64();
+            break;
+          }
+        }
+      }
+      int64_t want = step * std::max<int64_t>(steps->get_int64(), 0);
+      std::vector<const json::value*> of_vdu;
+      for (const auto& v : vnfcs->get_array()) {
+        const json::value* d = v.is_object() ? v.get_object().if_contains("vdu") : nullptr;
+        if (d != nullptr && d->is_string() && d->get_string() == vdu)
+          of_vdu.push_back(&v);
+      }
+      for (auto it = of_vdu.rbegin(); it != of_vdu.rend() && want > 0; ++it, --want)
+        out.push_back(**it);
+    }
+  }
+  return Outcome::success(json::object{{"vnfcs", std::move(out)}});
+}
+
 }  // namespace
 
 bool is_instance_action(std::string_view name) {
   return name == "instance.update" || name == "instance.scale" || name == "instance.check" ||
-         name == "heat.parameters";
+         name == "instance.scale_in_targets" || name == "heat.parameters";
 }
 
 Outcome run_instance_action(std::string_view name, const json::object& inputs,
@@ -142,6 +189,8 @@ Outcome run_instance_action(std::string_view name, const json::object& inputs,
     return instance_scale(inputs, record);
   if (name == "instance.check")
     return instance_check(inputs);
+  if (name == "instance.scale_in_targets")
+    return instance_scale_in_targets(inputs);
   if (name == "heat.parameters")
     return heat_parameters(inputs);
   return Outcome::failure("invalid", "no instance action \"" + std::string(name) + "\"");

@@ -137,10 +137,12 @@ op=$("$vnflow" instance scale "$inst" --request "$work/scale_out.json")
 check "scale out COMPLETED" wait_op "$op"
 view=$(stack_view "$stack")
 check "Heat: UPDATE_COMPLETE with 2 workers" test "${view% *}" = "UPDATE_COMPLETE 2"
+check "record: affected_vnfcs.added is the new worker" test "$(inst_field "$inst" 'len(d["affected_vnfcs"]["added"])')" = 1
 check "record: 3 VNFCs, scale level 1" test "$(inst_field "$inst" 'str(len(d["vnfcs"]))+" "+str(d["scale_status"]["worker_aspect"])')" = "3 1"
 
 echo "== heal one worker VNFC"
 worker=$(inst_field "$inst" '[v["id"] for v in d["vnfcs"] if v["vdu"]=="workerVDU"][0]')
+worker_stack=$(inst_field "$inst" '[v["stack_id"] for v in d["vnfcs"] if v["vdu"]=="workerVDU"][0]')
 printf '{"vnfcInstanceId": ["%s"], "cause": "test", "additionalParams": {"inventory_dir": "%s"}}\n' "$worker" "$inv" >"$work/heal.json"
 before=$(stack_view "$stack")
 op=$("$vnflow" instance heal "$inst" --request "$work/heal.json")
@@ -149,13 +151,19 @@ after=$(stack_view "$stack")
 check "Heat: the healed worker was replaced (new physical id)" bash -c "[[ '${after##* }' != *'$worker'* && '${before##* }' == *'$worker'* ]]"
 check "Heat: still 2 workers" test "$(echo "$after" | cut -d' ' -f2)" = 2
 check "record: the healed VNFC id is gone" bash -c "! '$vnflow' instance show $inst --json | grep -q '$worker'"
+check "record: affected_vnfcs.healed is the replacement, in the same member stack" \
+  test "$(inst_field "$inst" 'str(len(d["affected_vnfcs"]["healed"]))+" "+d["affected_vnfcs"]["healed"][0]["stack_id"]')" = "1 $worker_stack"
 
 echo "== scale in"
 sed "s|/tmp/vnflow-heat-demo|$inv|" "$R/scale_in.json" >"$work/scale_in.json"
+newest=$(inst_field "$inst" '[v["id"] for v in d["vnfcs"] if v["vdu"]=="workerVDU"][-1]')
+oldest=$(inst_field "$inst" '[v["id"] for v in d["vnfcs"] if v["vdu"]=="workerVDU"][0]')
 op=$("$vnflow" instance scale "$inst" --request "$work/scale_in.json")
 check "scale in COMPLETED" wait_op "$op"
 view=$(stack_view "$stack")
 check "Heat: UPDATE_COMPLETE with 1 worker" test "${view% *}" = "UPDATE_COMPLETE 1"
+check "the newest worker was removed, the oldest kept" test "$(inst_field "$inst" '",".join(v["id"] for v in d["vnfcs"] if v["vdu"]=="workerVDU")')" = "$oldest"
+check "record: affected_vnfcs.removed names the removed worker" test "$(inst_field "$inst" '",".join(v["id"] for v in d["affected_vnfcs"]["removed"])')" = "$newest"
 
 echo "== heal the whole VNF (delete + create)"
 printf '{"additionalParams": {"inventory_dir": "%s"}}\n' "$inv" >"$work/heal_all.json"

@@ -138,3 +138,52 @@ TEST_CASE("VNFCs come from VDU resources, with their CP addresses in the same me
   CHECK(vnfcs[1].at("stack_id").as_string() == "m1/i1");
   CHECK(vnfcs[1].at("addresses").at("worker_CP1").as_string() == "10.0.0.6");
 }
+
+TEST_CASE("group members: oldest first, the scale-in targets are the newest of the aspect's VDUs") {
+  // Two members of the worker group (stack g/G): member stacks m1 (older) and m2 (newer).
+  json::array res = json::parse(R"([
+    {"resource_name": "aaa", "resource_type": "OS::Heat::Stack", "resource_status": "CREATE_COMPLETE",
+     "physical_resource_id": "M2", "creation_time": "2026-11-23T10:00:05Z",
+     "links": [{"rel": "stack", "href": "http://h/v1/p/stacks/g/G"}]},
+    {"resource_name": "bbb", "resource_type": "OS::Heat::Stack", "resource_status": "CREATE_COMPLETE",
+     "physical_resource_id": "M1", "creation_time": "2026-11-23T10:00:01Z",
+     "links": [{"rel": "stack", "href": "http://h/v1/p/stacks/g/G"}]},
+    {"resource_name": "worker", "resource_type": "OS::Nova::Server", "resource_status": "CREATE_COMPLETE",
+     "physical_resource_id": "s2", "creation_time": "2026-11-23T10:00:06Z",
+     "links": [{"rel": "stack", "href": "http://h/v1/p/stacks/m2/M2"}]},
+    {"resource_name": "worker", "resource_type": "OS::Nova::Server", "resource_status": "CREATE_COMPLETE",
+     "physical_resource_id": "s1", "creation_time": "2026-11-23T10:00:02Z",
+     "links": [{"rel": "stack", "href": "http://h/v1/p/stacks/m1/M1"}]}
+  ])")
+                        .as_array();
+  json::object vdus{{"worker", json::object{}}};
+  auto inv = actions::heat_inventory(res, vdus, json::object{});
+  const auto& vnfcs = inv.at("vnfcs").as_array();
+  REQUIRE(vnfcs.size() == 2);
+  CHECK(vnfcs[0].at("id") == "s1");  // oldest first
+  CHECK(vnfcs[1].at("group_stack") == "g/G");
+  CHECK(vnfcs[1].at("group_resource") == "aaa");
+
+  json::value record;
+  json::object vnfd = json::parse(R"({"aspects": {"worker_aspect": {"max_scale_level": 2,
+      "deltas": {"worker": {"delta_1": 1}}}}})")
+                          .as_object();
+  auto one = actions::run_instance_action(
+      "instance.scale_in_targets",
+      json::object{{"vnfd", vnfd}, {"aspect", "worker_aspect"}, {"steps", 1}, {"vnfcs", vnfcs}},
+      record);
+  REQUIRE(one.ok);
+  REQUIRE(one.outputs.at("vnfcs").as_array().size() == 1);
+  CHECK(one.outputs.at("vnfcs").as_array()[0].at("id") == "s2");  // the newest goes
+  auto all = actions::run_instance_action(
+      "instance.scale_in_targets",
+      json::object{{"vnfd", vnfd}, {"aspect", "worker_aspect"}, {"steps", 5}, {"vnfcs", vnfcs}},
+      record);
+  REQUIRE(all.ok);
+  CHECK(all.outputs.at("vnfcs").as_array().size() == 2);
+  auto unknown = actions::run_instance_action(
+      "instance.scale_in_targets",
+      json::object{{"vnfd", vnfd}, {"aspect", "nope"}, {"steps", 1}, {"vnfcs", vnfcs}}, record);
+  CHECK_FALSE(unknown.ok);
+  CHECK(unknown.message.find("nope") != std::string::npos);
+}
