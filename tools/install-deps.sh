@@ -11,7 +11,8 @@ packages=(
   clang-format-14 procps util-linux openssl
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-tosca-parser python3-yaml time python3-openstackclient python3-heatclient bc)
+  packages+=(python3-tosca-parser python3-yaml time python3-openstackclient python3-heatclient bc
+    ansible-core openssh-client)
 fi
 
 missing=()

@@ -3,6 +3,7 @@
 # layering, builds and runs the unit, golden (loader and workflow fixtures), corpus, CLI and
 # crash (SIGKILL) tests, the same under ASan+UBSan, and bounded libFuzzer smokes of the
 # loader and the workflow compiler (clang, ASan+UBSan).
+# Needs root for the test VMs (network namespaces).
 # Usage: tools/test.sh [--quick]     (--quick: the gcc build only, no sanitizers, no fuzz)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +39,7 @@ setup() {  # setup DIR [meson options...]
 }
 
 setup build
-run_suites build unit golden corpus crash openstack
+run_suites build unit golden corpus crash openstack ssh
 
 if [[ $quick != --quick ]]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1

@@ -420,11 +420,16 @@ class Lease {
       return false;
     conn_.reset();
     pooled_ = false;
+    healthy_ = true;
+    channel_failed_ = false;
     conn_ = connect(t_, ctx_, what_, pins_, fail);
     return conn_ != nullptr;
   }
   bool pooled() const { return pooled_; }
   void broken() { healthy_ = false; }
+  // No channel could be opened (nothing ran): a dead pooled session.
+  void channel_failed() { channel_failed_ = true; }
+  bool dead_pooled_session() const { return pooled_ && channel_failed_; }
   ssh_session session() const { return conn_->s; }
   const std::string& fingerprint() const { return conn_->fingerprint; }
   json::object& pins() { return pins_; }
@@ -437,6 +442,7 @@ class Lease {
   std::unique_ptr<Conn> conn_;
   bool pooled_ = false;
   bool healthy_ = true;
+  bool channel_failed_ = false;
   json::object pins_;
 };
 
@@ -480,6 +486,7 @@ ExecResult run_command(Lease& lease, const std::string& command, const std::stri
       ssh_channel_free(ch);
     if (channel_failed != nullptr)
       *channel_failed = true;
+    lease.channel_failed();
     lease.broken();
     r.error_class = "transient";
     r.error = std::string("cannot open a session channel: ") + ssh_get_error(s);
@@ -598,6 +605,13 @@ class SshAction : public Action {
     if (!lease.open(fail))
       return fail;
     Outcome out = call(in, ctx, t, lease, what);
+    if (!out.ok && lease.dead_pooled_session()) {
+      // The pooled session died (the VM rebooted or was replaced) before anything ran on
+      // it: once more on a fresh connection.
+      if (!lease.reopen(fail))
+        return fail;
+      out = call(in, ctx, t, lease, what);
+    }
     if (out.ok) {
       out.outputs.as_object()["host_key"] = lease.fingerprint();
       out.pin_host_keys = lease.pins();
@@ -608,15 +622,6 @@ class SshAction : public Action {
  protected:
   virtual Outcome call(const json::object& in, const Context& ctx, const Target& t, Lease& lease,
                        const std::string& what) const = 0;
-  // Runs a command; a dead pooled session is replaced once.
-  static ExecResult exec(Lease& lease, const std::string& line, const std::string& stdin_data,
-                         const Context& ctx, size_t max_output, Outcome& fail) {
-    bool channel_failed = false;
-    ExecResult r = run_command(lease, line, stdin_data, ctx, max_output, &channel_failed);
-    if (channel_failed && lease.pooled() && lease.reopen(fail))
-      r = run_command(lease, line, stdin_data, ctx, max_output, nullptr);
-    return r;
-  }
 
  private:
   const char* name_;
@@ -664,11 +669,8 @@ class SshExec final : public SshAction {
     size_t max_output =
         static_cast<size_t>(std::max<int64_t>(1, int_in(in, "max_output", kDefaultMaxOutput)));
     auto started = Clock::now();
-    Outcome fail;
-    ExecResult r = exec(lease, command_line(cmd, env, ctx, sudo, !sudo_password.empty()),
-                        stdin_data, ctx, max_output, fail);
-    if (!fail.ok && !fail.error_class.empty())
-      return fail;
+    ExecResult r = run_command(lease, command_line(cmd, env, ctx, sudo, !sudo_password.empty()),
+                               stdin_data, ctx, max_output, nullptr);
     if (!r.ok)
       return Outcome::failure(r.error_class, what + ": " + r.error);
     int64_t ms = std::chrono::duration_cast<milliseconds>(Clock::now() - started).count();
@@ -847,6 +849,7 @@ class SshPut final : public SshAction {
                         const Context& ctx, const std::string& what) {
     Sftp sftp(lease.session());
     if (sftp.get() == nullptr) {
+      lease.channel_failed();
       lease.broken();
       return Outcome::failure("transient",
                               what + ": cannot start SFTP: " + ssh_get_error(lease.session()));
@@ -904,6 +907,7 @@ class SshGet final : public SshAction {
     } else {
       Sftp sftp(lease.session());
       if (sftp.get() == nullptr) {
+        lease.channel_failed();
         lease.broken();
         return Outcome::failure("transient",
                                 what + ": cannot start SFTP: " + ssh_get_error(lease.session()));

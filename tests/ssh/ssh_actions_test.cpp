@@ -307,6 +307,15 @@ TEST_CASE("connections: retried while the VM boots, pooled, parallel, refreshed 
   auto after = exec(b, "echo again");
   INFO(after.message);
   CHECK(after.ok);
+  // The same for SFTP: an upload over a pooled session that died connects again.
+  REQUIRE(std::system((E().vm_sh + " kill-sshd " + vm_b).c_str()) == 0);
+  REQUIRE(std::system((E().vm_sh + " start-sshd " + vm_b).c_str()) == 0);
+  json::object put = target(b, true);
+  put["path"] = "/tmp/after-restart.txt";
+  put["content"] = "again\n";
+  auto uploaded = run("ssh.put", put, context("put-after-restart"));
+  INFO(uploaded.message);
+  CHECK(uploaded.ok);
 
   // Many calls on two hosts in parallel (the executor's worker threads do this).
   std::vector<std::thread> ts;

@@ -161,7 +161,7 @@ TEST_CASE("every operation of the local demo compiles and round-trips through JS
 
 TEST_CASE("a hook that is not a workflow is refused with the reason") {
   base::Diagnostics diags;
-  auto pkg = tosca::load_package(source_root() + "/csar-samples/private-registry",
+  auto pkg = tosca::load_package(source_root() + "/tests/unit/workflows/bash-hook-package",
                                  tosca::LoadOptions{}, diags);
   REQUIRE(pkg);
   auto m = workflows::compile(*pkg, {"instantiate", ""}, diags);

@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# SSH fan-out, three ways, in one run, against the same 4 VMs (network namespaces with a
+# real OpenSSH sshd each, tools/vms/vm.sh): on every VM 10 commands
+# (`echo step N >> ~/bench/bench.log`) and a 1 MiB file upload.
+#   vnflow     an instantiate whose instantiate_end workflow runs the job: 10 ssh.exec states
+#              fanned out over the 4 hosts (parallelism 4), then ssh.put of a package file;
+#              every transition checkpointed to SQLite. Timed from the request to COMPLETED.
+#   ssh_mux    plain OpenSSH: per host a ControlMaster, 10 commands and an scp over it,
+#              `-O exit`; the 4 hosts in parallel (../shared/research/bench/ssh_fanout.sh (c)).
+#   ansible    ansible-playbook, forks=4, defaults, gather_facts: false (same playbook as the
+#              research baseline (a)).
+# Every run starts cold (no pooled session, no ssh master) and is checked: 10 log lines and
+# the payload's SHA-256 on every VM. Prints per-run times, medians, ratios and the floors:
+#   vnflow <= 1.5 x ssh_mux,  ansible / vnflow >= 10.
+# Usage: bench/ssh.sh [REPS]   (default 3; env CHECK_FLOORS=1: exit 3 when a floor fails)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+REPS=${1:-3}
+NHOSTS=4
+STEPS=10
+bash tools/install-deps.sh --bench >/dev/null
+[[ -x build/engine/vnflow ]] || { meson setup build --wrap-mode=nodownload >/dev/null && ninja -C build >/dev/null; }
+vnflow=$root/build/engine/vnflow
+
+T=$(mktemp -d /tmp/vnflow-bench-ssh.XXXXXX)
+export VNFLOW_VMS_DIR=$T/vms
+vm=$root/tools/vms/vm.sh
+daemon_pid=
+cleanup() {
+  set +e
+  [[ -n $daemon_pid ]] && { kill "$daemon_pid"; wait "$daemon_pid"; } 2>/dev/null
+  for i in $(seq 1 $NHOSTS); do bash "$vm" down "bench$i" >/dev/null 2>&1; done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+
+bash "$vm" setup >"$T/setup.log" 2>&1 || { tail -20 "$T/setup.log"; exit 1; }
+hosts=()
+for i in $(seq 1 $NHOSTS); do
+  bash "$vm" up "bench$i" "10.231.9.$((10 + i))"
+  hosts+=("10.231.9.$((10 + i))")
+done
+KEY=$VNFLOW_VMS_DIR/client/id_ed25519
+USER_=${VM_USER:-vnfuser}
+: >"$T/known_hosts"
+for h in "${hosts[@]}"; do ssh-keyscan -t ed25519 "$h" >>"$T/known_hosts" 2>/dev/null; done
+head -c 1048576 /dev/urandom >"$T/payload.bin"
+SHA=$(sha256sum "$T/payload.bin" | cut -d' ' -f1)
+SSHO=(-F /dev/null -i "$KEY" -o IdentitiesOnly=yes -o UserKnownHostsFile="$T/known_hosts"
+  -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes -o BatchMode=yes -o LogLevel=ERROR
+  -o User="$USER_")
+
+reset_remote() {
+  for h in "${hosts[@]}"; do ssh "${SSHO[@]}" "$h" 'rm -rf ~/bench; mkdir -p ~/bench'; done
+}
+verify() {  # verify METHOD
+  local h n s
+  for h in "${hosts[@]}"; do
+    read -r n s < <(ssh "${SSHO[@]}" "$h" 'echo $(grep -c "^step " ~/bench/bench.log) $(sha256sum < ~/bench/payload.bin | cut -d" " -f1)')
+    [[ $n == "$STEPS" && $s == "$SHA" ]] || { echo "VERIFY FAIL $1 on $h: $n lines, sha $s" >&2; return 1; }
+  done
+}
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.3f", b-a}'; }
+median() { sort -g | awk '{v[NR]=$1} END{ if (NR%2) print v[(NR+1)/2]; else printf "%.4f\n", (v[NR/2]+v[NR/2+1])/2 }'; }
+
+# ---------------------------------------------------------------- vnflow's package
+pkg=$T/ssh-bench
+cp -r csar-samples/local-demo "$pkg"
+rm -f "$pkg/local-demo.mf" "$pkg"/Requests/*
+mkdir -p "$pkg/Files"
+cp "$T/payload.bin" "$pkg/Files/payload.bin"
+{
+  echo "description: the SSH fan-out job (bench/ssh.sh)"
+  echo "start: step1"
+  echo "states:"
+  for s in $(seq 1 $STEPS); do
+    next=step$((s + 1))
+    [[ $s == "$STEPS" ]] && next=upload
+    cat <<EOF
+  step$s:
+    action: ssh.exec
+    for_each: \${request.additionalParams.hosts}
+    as: host
+    parallelism: 4
+    with:
+      host: \${host}
+      username: \${request.additionalParams.ssh_username}
+      private_key: \${request.additionalParams.ssh_private_key}
+      command: echo step $s >> ~/bench/bench.log
+    timeout: 30s
+    next: $next
+EOF
+  done
+  cat <<'EOF'
+  upload:
+    action: ssh.put
+    for_each: ${request.additionalParams.hosts}
+    as: host
+    parallelism: 4
+    with:
+      host: ${host}
+      username: ${request.additionalParams.ssh_username}
+      private_key: ${request.additionalParams.ssh_private_key}
+      source: Files/payload.bin
+      path: bench/payload.bin
+    timeout: 60s
+    next: done
+  done:
+    succeed: true
+EOF
+} >"$pkg/Workflows/instantiate_end.yaml"
+sed -i 's/^ETSI-Entry-Manifest: .*/ETSI-Entry-Manifest: ssh-bench.mf/' "$pkg/TOSCA-Metadata/TOSCA.meta"
+bash tools/csar-manifest.sh "$pkg" ssh-bench.mf vnflow "Local demo" 1.0 >/dev/null
+
+export VNFLOW_DB=$T/vnflow.db
+"$vnflow" workflow check "$pkg" >"$T/check.log" 2>&1 || { cat "$T/check.log"; exit 1; }
+pkg_id=$("$vnflow" package onboard "$pkg")
+"$vnflow" daemon --work-dir "$T/wd" --workers 8 >"$T/daemon.log" 2>&1 &
+daemon_pid=$!
+/usr/bin/python3 - "$T/request.json" "$USER_" "$KEY" "${hosts[@]}" <<'EOF'
+import json, sys
+out, user, key, *hosts = sys.argv[1:]
+json.dump({"flavourId": "simple", "additionalParams": {
+    "work_dir": "/tmp/vnflow-bench-ssh-work", "nodes": ["a"], "hosts": hosts,
+    "ssh_username": user, "ssh_private_key": open(key).read()}}, open(out, "w"))
+EOF
+
+run_vnflow() {
+  local inst op
+  inst=$("$vnflow" instance create --package "$pkg_id" --name "bench-$RANDOM")
+  op=$("$vnflow" instance instantiate "$inst" --request "$T/request.json")
+  "$vnflow" op wait "$op" >/dev/null || { "$vnflow" op show "$op"; return 1; }
+}
+mux_host() {
+  local h=$1 sock="$T/cm/$1" s
+  ssh "${SSHO[@]}" -o ControlMaster=yes -o ControlPath="$sock" -o ControlPersist=yes -N -f "$h"
+  for s in $(seq 1 $STEPS); do ssh "${SSHO[@]}" -o ControlPath="$sock" "$h" "echo step $s >> ~/bench/bench.log"; done
+  scp -q "${SSHO[@]}" -o ControlPath="$sock" "$T/payload.bin" "$h:bench/payload.bin"
+  ssh -o ControlPath="$sock" -O exit "$h" 2>/dev/null
+}
+run_ssh_mux() {
+  local h pids=()
+  mkdir -p "$T/cm"
+  for h in "${hosts[@]}"; do mux_host "$h" & pids+=($!); done
+  for p in "${pids[@]}"; do wait "$p"; done
+}
+{
+  echo "[bench]"
+  for i in $(seq 1 $NHOSTS); do echo "vm$i ansible_host=${hosts[$((i - 1))]}"; done
+  echo "[bench:vars]"
+  echo "ansible_user=$USER_"
+  echo "ansible_ssh_private_key_file=$KEY"
+  echo "ansible_ssh_common_args='-F /dev/null -o IdentitiesOnly=yes -o UserKnownHostsFile=$T/known_hosts -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes -o BatchMode=yes'"
+} >"$T/inventory.ini"
+{
+  echo "- hosts: bench"
+  echo "  gather_facts: false"
+  echo "  tasks:"
+  for s in $(seq 1 $STEPS); do
+    echo "    - name: step $s"
+    echo "      ansible.builtin.shell: \"echo step $s >> ~/bench/bench.log\""
+  done
+  echo "    - name: copy 1 MiB file"
+  echo "      ansible.builtin.copy:"
+  echo "        src: $T/payload.bin"
+  echo "        dest: \"~/bench/payload.bin\""
+} >"$T/playbook.yml"
+printf '[defaults]\nforks = 4\ninventory = %s\nretry_files_enabled = False\n' "$T/inventory.ini" >"$T/ansible.cfg"
+run_ansible() {
+  local home="$T/ans-$1"
+  mkdir -p "$home/cp" "$home/tmp"
+  ANSIBLE_CONFIG="$T/ansible.cfg" ANSIBLE_HOME="$home" ANSIBLE_LOCAL_TEMP="$home/tmp" \
+    ANSIBLE_SSH_CONTROL_PATH_DIR="$home/cp" ANSIBLE_NOCOLOR=1 \
+    ansible-playbook "$T/playbook.yml" >"$home/out.log" 2>&1 ||
+    { tail -30 "$home/out.log" >&2; return 1; }
+}
+
+declare -A times
+for rep in $(seq 1 "$REPS"); do
+  for method in vnflow ssh_mux ansible; do
+    reset_remote
+    t0=$(now)
+    case $method in
+      vnflow) run_vnflow ;;
+      ssh_mux) run_ssh_mux ;;
+      ansible) run_ansible "$rep" ;;
+    esac
+    t1=$(now)
+    verify "$method"
+    t=$(elapsed "$t0" "$t1")
+    times[$method]+="$t "
+    echo "run $rep $method ${t}s" >&2
+  done
+done
+
+med() { tr ' ' '\n' <<<"${times[$1]}" | grep . | median; }
+v=$(med vnflow) m=$(med ssh_mux) a=$(med ansible)
+echo "job: $NHOSTS VMs x ($STEPS commands + 1 MiB upload), median of $REPS cold runs"
+echo "vnflow_s: $v"
+echo "ssh_mux_parallel_s: $m"
+echo "ansible_s: $a"
+r1=$(awk -v a="$v" -v b="$m" 'BEGIN{printf "%.2f", a/b}')
+r2=$(awk -v a="$a" -v b="$v" 'BEGIN{printf "%.1f", a/b}')
+p1=$(awk -v r="$r1" 'BEGIN{print (r <= 1.5) ? "PASS" : "FAIL"}')
+p2=$(awk -v r="$r2" 'BEGIN{print (r >= 10) ? "PASS" : "FAIL"}')
+echo "vnflow / ssh_mux: ${r1}x (floor <= 1.5x: $p1)"
+echo "ansible / vnflow: ${r2}x (floor >= 10x: $p2)"
+if [[ ${CHECK_FLOORS:-0} == 1 && ($p1 == FAIL || $p2 == FAIL) ]]; then exit 3; fi
