@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # vnflow's main job on its embedded defaults, on a fresh Debian 12 machine: install what it
-# needs, build, validate the bundled sample packages and inspect them.
+# needs, build, validate the bundled sample packages and inspect them, run the local demo
+# VNF's lifecycle, then the private registry VNF end to end on real Heat and SSH VMs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
@@ -44,3 +45,11 @@ done
 echo
 echo "== vnflow op history (the instantiate)"
 $v op history "$($v op list --instance "$instance" | awk '$2 == "instantiate" {print $1}')"
+
+# The seeds' private registry VNF end to end: real Keystone + Heat on 127.0.0.1, a VM (a
+# network namespace with a real sshd) booted for the server Heat reports, and the package's
+# instantiate_end / heal_end workflows configuring it over SSH and SFTP (stand-in scripts:
+# no Docker runs inside the test VMs). Needs root (network namespaces).
+echo
+echo "== the private registry VNF on real Heat and a VM: instantiate, heal, terminate"
+bash tests/e2e/vnf_test.sh build/engine/vnflow . registry

@@ -39,7 +39,7 @@ setup() {  # setup DIR [meson options...]
 }
 
 setup build
-run_suites build unit golden corpus crash openstack ssh
+run_suites build unit golden corpus crash openstack ssh e2e
 
 if [[ $quick != --quick ]]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
