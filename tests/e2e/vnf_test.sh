@@ -6,13 +6,13 @@
 # Every scenario is checked on the VMs' file systems and in vnflow's state.
 #
 # Usage: vnf_test.sh VNFLOW_BINARY SOURCE_ROOT [SCENARIO...]
-#   scenarios: registry (default: all)
+#   scenarios: registry registry_faults (default: all)
 # Environment: VNFLOW_OPENSTACK_DIR (default: fresh), KEEP=1 keeps everything running.
 set -euo pipefail
 vnflow=$(realpath "$1")
 root=$(realpath "$2")
 shift 2
-scenarios=${*:-registry}
+scenarios=${*:-registry registry_faults}
 work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-e2e.XXXXXX")
 osdir=${VNFLOW_OPENSTACK_DIR:-$work/openstack}
 export KEYSTONE_PORT=${KEYSTONE_PORT:-15600} HEAT_PORT=${HEAT_PORT:-18604}
@@ -106,6 +106,121 @@ scenario_registry() {
   local gone=1
   for _ in $(seq 1 60); do [[ -z $(vm_at "$addr2") ]] && { gone=0; break; }; sleep 0.5; done
   check "terminate: the VM is gone (Heat deleted the server)" test $gone = 0
+}
+
+# Heat's own view: live stacks named like $1.
+heat_token() {
+  curl -sS -i -X POST "$OS_AUTH_URL/auth/tokens" -H 'Content-Type: application/json' -d "{\"auth\": {\"identity\":
+    {\"methods\": [\"password\"], \"password\": {\"user\": {\"name\": \"$OS_USERNAME\", \"domain\": {\"name\": \"Default\"},
+    \"password\": \"$OS_PASSWORD\"}}}, \"scope\": {\"project\": {\"name\": \"$OS_PROJECT_NAME\", \"domain\": {\"name\": \"Default\"}}}}}" |
+    tr -d '\r' | awk 'tolower($1)=="x-subject-token:"{print $2}'
+}
+live_stacks() {
+  local t project
+  t=$(heat_token)
+  project=$(curl -sS -H "X-Auth-Token: $t" -H "X-Subject-Token: $t" "$OS_AUTH_URL/auth/tokens" | $PY -c 'import json,sys; print(json.load(sys.stdin)["token"]["project"]["id"])')
+  curl -sS -H "X-Auth-Token: $t" "http://127.0.0.1:$HEAT_PORT/v1/$project/stacks?name=$1" | $PY -c '
+import json,sys
+print(len([s for s in json.load(sys.stdin)["stacks"] if not s["stack_status"].startswith("DELETE")]))'
+}
+wait_dispatched() {  # wait_dispatched OP STATE [seconds]
+  for _ in $(seq 1 $((${3:-120} * 10))); do
+    "$vnflow" op history "$1" 2>/dev/null | grep -q "dispatched $2" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+wait_state() {  # wait_state OP STATE [seconds]: until the operation is in STATE
+  for _ in $(seq 1 $((${3:-300} * 2))); do
+    [[ $(op_state "$1") == "$2" ]] && return 0
+    sleep 0.5
+  done
+  return 1
+}
+registry_request() {  # registry_request FILE FAULTS(json fragment)
+  $PY - "$root/csar-samples/private-registry/Requests/instantiate_standin.json" "$1" "$2" <<'PYEOF'
+import json, sys
+src, out, extra = sys.argv[1:]
+r = json.load(open(src))
+p = r["additionalParams"]["private_registry_installation_param"]
+p["standin_lifetime"] = 900
+p.update(json.loads(extra))
+json.dump(r, open(out, "w"))
+PYEOF
+}
+changes() { on_vm "$1" cat /var/lib/vnflow-standin/registry/changes.log 2>/dev/null; }
+# Every effective change on the VM happened once: no line twice in changes.log.
+configured_once() { [[ -n $(changes "$1") && -z $(changes "$1" | sort | uniq -d) ]]; }
+
+scenario_registry_faults() {
+  echo "== private registry faults: failing script, sshd killed, daemon killed, rollback"
+  local pkg a b c d op_a op_b op_c op_d addr
+  pkg=$("$vnflow" package onboard "$root/csar-samples/private-registry")
+  # A and B: install-docker fails on its first runs. A fails 3 times (all its attempts)
+  # and is retried by the operator; B keeps failing and is rolled back.
+  registry_request "$work/fail3.json" '{"standin_fail_times": "install-docker=3"}'
+  registry_request "$work/fail9.json" '{"standin_fail_times": "install-docker=9"}'
+  registry_request "$work/slow.json" '{"standin_step_secs": 3}'
+  a=$("$vnflow" instance create --package "$pkg" --name fail-then-retry)
+  b=$("$vnflow" instance create --package "$pkg" --name fail-then-rollback)
+  c=$("$vnflow" instance create --package "$pkg" --name sshd-killed)
+  d=$("$vnflow" instance create --package "$pkg" --name daemon-killed)
+  op_a=$("$vnflow" instance instantiate "$a" --request "$work/fail3.json")
+  op_b=$("$vnflow" instance instantiate "$b" --request "$work/fail9.json")
+  op_c=$("$vnflow" instance instantiate "$c" --request "$work/slow.json")
+
+  # C: sshd killed while install-docker runs (each step takes 3 s): the broken connection
+  # is transient, the step is retried on a new connection, and nothing is applied twice.
+  if wait_dispatched "$op_c" instantiate_end.install_docker; then
+    sleep 1
+    addr=$(inst_field "$c" 'd["vnfcs"][0]["address"]')
+    bash "$vm" kill-sshd "$(vm_at "$addr")"
+    sleep 2
+    bash "$vm" start-sshd "$(vm_at "$addr")"
+  else
+    bad "sshd-killed: install_docker was never dispatched"
+  fi
+  expect_completed "sshd killed during a command: instantiate" "$op_c"
+  check "sshd killed: the step was retried after the broken connection" \
+    bash -c "'$vnflow' op history $op_c | grep -q 'retry_scheduled instantiate_end.install_docker'"
+  check "sshd killed: every change on the VM happened once" configured_once "$addr"
+
+  # D: the daemon killed (SIGKILL) in the middle of instantiate_end; a new one finishes it.
+  op_d=$("$vnflow" instance instantiate "$d" --request "$work/slow.json")
+  if wait_dispatched "$op_d" instantiate_end.install_docker; then
+    sleep 1
+    kill -9 "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true
+    start_daemon
+  else
+    bad "daemon-killed: install_docker was never dispatched"
+  fi
+  expect_completed "daemon killed mid-instantiate_end: instantiate" "$op_d"
+  addr=$(inst_field "$d" 'd["vnfcs"][0]["address"]')
+  check "daemon killed: the VM was configured once (each change once)" configured_once "$addr"
+  check "daemon killed: the registry answers" bash -c "curl -fsS --max-time 5 http://$addr:5000/v2/ | grep -qx '{}'"
+
+  check "failing script: FAILED_TEMP after the policy's 3 attempts" wait_state "$op_a" FAILED_TEMP
+  check "failing script: the reason names the step and the script's message" \
+    bash -c "'$vnflow' op show $op_a | grep -q 'instantiate_end.install_docker.*injected failure 3 of 3'"
+  check "failing script: 2 retries scheduled by the policy" \
+    test "$("$vnflow" op history "$op_a" | grep -c 'retry_scheduled instantiate_end.install_docker')" = 2
+  "$vnflow" op retry "$op_a" >/dev/null
+  expect_completed "failing script: op retry" "$op_a"
+  addr=$(inst_field "$a" 'd["vnfcs"][0]["address"]')
+  check "op retry: the registry answers" bash -c "curl -fsS --max-time 5 http://$addr:5000/v2/ | grep -qx '{}'"
+
+  check "rollback: FAILED_TEMP first" wait_state "$op_b" FAILED_TEMP
+  "$vnflow" op rollback "$op_b" >/dev/null
+  wait_op "$op_b" || true
+  check "rollback: ROLLED_BACK" test "$(op_state "$op_b")" = ROLLED_BACK
+  check "rollback: no stack left in Heat" test "$(live_stacks "vnflow-$b")" = 0
+  check "rollback: the instance is NOT_INSTANTIATED" test "$(inst_field "$b" 'd["instantiation_state"]')" = NOT_INSTANTIATED
+  check "rollback: no VIM left behind (only the cloud's)" test "$("$vnflow" vim list | grep -vc '^ID\|^id' || true)" -le 1
+
+  for i in "$a" "$c" "$d"; do
+    op=$("$vnflow" instance terminate "$i" --request "$root/csar-samples/private-registry/Requests/terminate.json")
+    wait_op "$op" || bad "terminate $i"
+  done
 }
 
 for s in $scenarios; do "scenario_$s"; done

@@ -16,7 +16,12 @@
 #     responder.pid   the HTTP responder's process id
 #     responder.port  the port it listens on
 #     responder.py    its code; responder.log its log
+#     changes.log     one line per effective change ("<step> wrote <file>", "<step> started
+#                     responder"): a re-run that changes nothing adds nothing
 #
+# Fault injection, for tests of the workflows (inputs, never a guess about the machine):
+#   STANDIN_FAIL_TIMES "install-docker=3 run=1": the first N runs of a step fail
+#   STANDIN_STEP_SECS  every step first sleeps this long (a slow machine; default 0)
 # The HTTP responder answers GET /v2/ with 200 and the body {} (what the Docker registry
 # API answers), anything else with 404. It runs detached, is started once (run again, the
 # step keeps a live responder on the same port), and exits by itself after
@@ -64,7 +69,26 @@ write_if_changed() {
   fi
   chmod "$2" "$tmp"
   mv -f "$tmp" "$1"
+  echo "$step wrote $1" >>"$STATE_DIR/changes.log"
   return 0
+}
+
+inject_faults() {
+  for kv in ${STANDIN_FAIL_TIMES:-}; do
+    case $kv in
+      "$step="*)
+        n=${kv#*=}
+        c=$(cat "$STATE_DIR/failures.$step" 2>/dev/null || echo 0)
+        if [ "$c" -lt "$n" ]; then
+          echo $((c + 1)) >"$STATE_DIR/failures.$step"
+          die "injected failure $((c + 1)) of $n of step $step (standin_fail_times)"
+        fi
+        ;;
+    esac
+  done
+  secs=${STANDIN_STEP_SECS:-0}
+  case $secs in '' | *[!0-9]*) secs=0 ;; esac
+  [ "$secs" -eq 0 ] || sleep "$secs"
 }
 
 step_prepare() {
@@ -215,6 +239,7 @@ step_run() {
       [ $i -le 100 ] || die "the responder did not start: $(tail -n 3 "$STATE_DIR/responder.log" 2>/dev/null | tr '\n' ' ')"
       sleep 0.1
     done
+    echo "$step started responder" >>"$STATE_DIR/changes.log"
     log "responder $(responder_pid) listens on port $PORT for at most $LIFETIME s"
   fi
   echo "running $ref port=$PORT" | write_if_changed "$STATE_DIR/container" 0644 || true
@@ -234,6 +259,7 @@ EOF
 
 step=${1:-}
 [ $# -eq 0 ] || shift
+inject_faults
 case $step in
   prepare) step_prepare ;;
   install-docker) step_install_docker ;;
