@@ -127,10 +127,11 @@ json.dump({"flavourId": "simple", "additionalParams": {
     "ssh_username": user, "ssh_private_key": open(key).read()}}, open(out, "w"))
 EOF
 
-run_vnflow() {
+run_vnflow() {  # prints nothing; leaves the op id in $T/last_op
   local inst op
   inst=$("$vnflow" instance create --package "$pkg_id" --name "bench-$RANDOM")
   op=$("$vnflow" instance instantiate "$inst" --request "$T/request.json")
+  echo "$op" >"$T/last_op"
   "$vnflow" op wait "$op" >/dev/null || { "$vnflow" op show "$op"; return 1; }
 }
 mux_host() {
@@ -197,6 +198,7 @@ done
 
 med() { tr ' ' '\n' <<<"${times[$1]}" | grep . | median; }
 v=$(med vnflow) m=$(med ssh_mux) a=$(med ansible)
+[[ -n ${SHOW_HISTORY:-} ]] && "$vnflow" op history "$(cat "$T/last_op")" >&2
 echo "job: $NHOSTS VMs x ($STEPS commands + 1 MiB upload), median of $REPS cold runs"
 echo "vnflow_s: $v"
 echo "ssh_mux_parallel_s: $m"

@@ -779,19 +779,25 @@ class SshPut final : public SshAction {
     std::string sha = base::digest_hex(base::DigestAlgorithm::kSha256, data);
     std::string what_path = what + ": " + path;
 
-    // Read back first: an identical file is not uploaded again (a re-dispatch, a re-run).
-    auto remote_sha = [&](Outcome& f) -> std::string {
-      ExecResult r = helper(lease, "sha256sum -- " + quote(path) + " 2>/dev/null || true", ctx,
-                            sudo, sudo_password);
-      if (!r.ok) {
-        f = Outcome::failure(r.error_class, what_path + ": " + r.error);
-        return "-";
-      }
-      return first_word(r.out);
+    // One command before the upload and one after, each answering with the file's SHA-256:
+    // read back first (an identical file is not sent again: a re-dispatch, a re-run), then
+    // move the upload into place and read it back again.
+    bool verify = bool_in(in, "verify", true);
+    const std::string dir = quote(parent_dir(path));
+    const std::string sum = "sha256sum -- " + quote(path) + " 2>/dev/null || true";
+    auto run_sha = [&](const std::string& script, const char* step, std::string& out) -> Outcome {
+      ExecResult r = helper(lease, script, ctx, sudo, sudo_password);
+      if (!r.ok)
+        return Outcome::failure(r.error_class, what_path + ": " + r.error);
+      if (r.exit_code != 0)
+        return Outcome::failure("failed", what_path + ": " + step + ": " + last_line(r.err));
+      out = first_word(r.out);
+      return Outcome::success(nullptr);
     };
-    Outcome f;
-    std::string before = remote_sha(f);
-    if (before == "-")
+    std::string before;
+    Outcome f = run_sha((sudo ? "" : "mkdir -p -- " + dir + " || exit 1; ") + sum,
+                        "cannot create its directory", before);
+    if (!f.ok)
       return f;
     bool changed = before != sha;
     if (changed) {
@@ -801,42 +807,28 @@ class SshPut final : public SshAction {
           ".vnflow-" +
           base::digest_hex(base::DigestAlgorithm::kSha256, ctx.key + path).substr(0, 16);
       std::string tmp = sudo ? "/tmp/" + tmp_name : parent_dir(path) + "/" + tmp_name;
-      if (!sudo) {
-        ExecResult r = helper(lease, "mkdir -p -- " + quote(parent_dir(path)), ctx, false, "");
-        if (!r.ok || r.exit_code != 0)
-          return Outcome::failure(r.ok ? "failed" : r.error_class,
-                                  what_path + ": cannot create its directory" +
-                                      (r.ok ? ": " + last_line(r.err) : ": " + r.error));
-      }
       Outcome up = upload(lease, tmp, data, static_cast<int>(sudo ? 0600 : mode), ctx, what_path);
       if (!up.ok)
         return up;
-      std::string place = sudo ? "mkdir -p -- " + quote(parent_dir(path)) + " && install -m " +
-                                     mode_s + " -- " + quote(tmp) + " " + quote(path) +
-                                     "; rc=$?; rm -f -- " + quote(tmp) + "; exit $rc"
+      std::string place = sudo ? "mkdir -p -- " + dir + " && install -m " + mode_s + " -- " +
+                                     quote(tmp) + " " + quote(path) + "; rc=$?; rm -f -- " +
+                                     quote(tmp) + "; [ $rc -eq 0 ] || exit $rc; "
                                : "chmod " + mode_s + " -- " + quote(tmp) + " && mv -f -- " +
-                                     quote(tmp) + " " + quote(path);
-      ExecResult r = helper(lease, place, ctx, sudo, sudo_password);
-      if (!r.ok || r.exit_code != 0)
-        return Outcome::failure(r.ok ? "failed" : r.error_class,
-                                what_path + ": cannot move the upload into place: " +
-                                    (r.ok ? last_line(r.err) : r.error));
-    } else {
-      ExecResult r =
-          helper(lease, "chmod " + mode_s + " -- " + quote(path), ctx, sudo, sudo_password);
-      if (!r.ok || r.exit_code != 0)
-        return Outcome::failure(r.ok ? "failed" : r.error_class,
-                                what_path + ": chmod: " + (r.ok ? last_line(r.err) : r.error));
-    }
-    if (changed && bool_in(in, "verify", true)) {
-      std::string after = remote_sha(f);
-      if (after == "-")
+                                     quote(tmp) + " " + quote(path) + " || exit 1; ";
+      std::string after;
+      f = run_sha(place + (verify ? sum : "true"), "cannot move the upload into place", after);
+      if (!f.ok)
         return f;
-      if (after != sha)
+      if (verify && after != sha)
         return Outcome::failure("failed", what_path +
                                               ": verification failed: the remote file's "
                                               "SHA-256 is " +
                                               (after.empty() ? "missing" : after) + ", not " + sha);
+    } else {
+      std::string ignored;
+      f = run_sha("chmod " + mode_s + " -- " + quote(path), "chmod", ignored);
+      if (!f.ok)
+        return f;
     }
     return Outcome::success(json::object{{"path", path},
                                          {"size", static_cast<int64_t>(data.size())},
