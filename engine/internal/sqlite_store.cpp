@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 #include <sqlite3.h>
 
+#include "actions/actions.h"
 #include "engine/engine.h"
 
 namespace engine {
@@ -72,6 +73,64 @@ json::value parse_or_null(const std::string& s) {
 std::string text(SQLite::Statement& st, int i) {
   auto c = st.getColumn(i);
   return c.isNull() ? std::string() : c.getString();
+}
+
+// Secret fields at rest. Requests, instance records, cursors and state outputs are JSON;
+// a field whose name says it holds a secret (actions::is_secret_name: password, token,
+// private_key...) is stored sealed (AES-256-GCM, the database's key file) as
+// "vnflow-sealed:v1:..." and opened again when read. The executor and the workflows see
+// plain values; the file never holds them.
+constexpr std::string_view kSealedPrefix = "vnflow-sealed:";
+constexpr std::string_view kFieldAad = "vnflow-field";
+
+// A cheap test before any parsing: most texts name no secret at all.
+bool may_hold_secret(std::string_view t) {
+  static const char* kParts[] = {"assword",   "asswd",  "ecret", "oken",     "rivate",
+                                 "redential", "pi_key", "pikey", "assphrase"};
+  for (const char* p : kParts) {
+    if (t.find(p) != std::string_view::npos)
+      return true;
+  }
+  return false;
+}
+
+// Seals (or, with `open`, opens) secret-named string fields of `v` in place. Returns false
+// when a value could not be sealed or opened (the reason in `err`).
+bool walk_secrets(json::value& v, const std::string& key, bool open, std::string& err) {
+  if (v.is_array()) {
+    for (auto& x : v.get_array()) {
+      if (!walk_secrets(x, key, open, err))
+        return false;
+    }
+    return true;
+  }
+  if (!v.is_object())
+    return true;
+  for (auto& kv : v.get_object()) {
+    json::value& x = kv.value();
+    if (x.is_string() && actions::is_secret_name(kv.key())) {
+      std::string_view sv = x.get_string();
+      bool sealed = sv.substr(0, kSealedPrefix.size()) == kSealedPrefix;
+      if (open && sealed) {
+        auto plain = base::unseal(key, sv.substr(kSealedPrefix.size()), kFieldAad);
+        if (!plain.ok()) {
+          err = "a sealed field \"" + std::string(kv.key()) + "\": " + plain.status().message();
+          return false;
+        }
+        x = plain.value();
+      } else if (!open && !sealed && !sv.empty()) {
+        auto c = base::seal(key, sv, kFieldAad);
+        if (!c.ok()) {
+          err = c.status().message();
+          return false;
+        }
+        x = std::string(kSealedPrefix) + c.value();
+      }
+    } else if (!walk_secrets(x, key, open, err)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 OpRecord read_op(SQLite::Statement& st) {
@@ -217,7 +276,7 @@ class SqliteStore : public Store {
             st.reset();
             st.bind(1, o.op_id);
             st.bind(2, o.state);
-            st.bind(3, o.value);
+            st.bind(3, sealed_text(o.value));
             st.exec();
           }
           for (const auto& o : b->ops) {
@@ -233,7 +292,7 @@ class SqliteStore : public Store {
                 st.bind(i++);
             }
             if (o.cursor)
-              st.bind(i++, *o.cursor);
+              st.bind(i++, sealed_text(*o.cursor));
             else
               st.bind(i++);
             st.bind(i++, o.set_error ? 1 : 0);
@@ -257,7 +316,7 @@ class SqliteStore : public Store {
             st.reset();
             st.bind(1, i.instance_id);
             st.bind(2, i.instantiation_state);
-            st.bind(3, i.record);
+            st.bind(3, sealed_text(i.record));
             st.exec();
           }
         }
@@ -371,7 +430,7 @@ class SqliteStore : public Store {
       ins.bind(2, rec.package_id);
       ins.bind(3, rec.name);
       ins.bind(4, rec.instantiation_state);
-      ins.bind(5, json::serialize(rec.record));
+      ins.bind(5, sealed_text(rec.record));
       ins.bind(6, static_cast<int64_t>(rec.created_ms));
       ins.exec();
       return base::Status::Ok();
@@ -388,7 +447,7 @@ class SqliteStore : public Store {
       q.bind(1, std::string(id));
       if (!q.executeStep())
         return base::Status::NotFound("no VNF instance \"" + std::string(id) + "\"");
-      out = read_instance(q);
+      out = opened(read_instance(q));
       return base::Status::Ok();
     });
     if (!s.ok())
@@ -404,7 +463,7 @@ class SqliteStore : public Store {
                           "SELECT id, package_id, name, instantiation_state, record, created_ms"
                           " FROM instances ORDER BY created_ms");
       while (q.executeStep())
-        out.push_back(read_instance(q));
+        out.push_back(opened(read_instance(q)));
       return base::Status::Ok();
     });
     if (!s.ok())
@@ -506,7 +565,7 @@ class SqliteStore : public Store {
         ins.bind(4, std::string(to_string(rec.state)));
         ins.bind(5, rec.machine_digest);
         ins.bind(6, rec.package_digest);
-        ins.bind(7, json::serialize(rec.request));
+        ins.bind(7, sealed_text(rec.request));
         if (rec.error.is_null())
           ins.bind(8);
         else
@@ -514,7 +573,7 @@ class SqliteStore : public Store {
         if (rec.cursor.is_null())
           ins.bind(9);
         else
-          ins.bind(9, json::serialize(rec.cursor));
+          ins.bind(9, sealed_text(rec.cursor));
         ins.bind(10, static_cast<int64_t>(rec.created_ms));
         ins.bind(11, static_cast<int64_t>(rec.created_ms));
         ins.exec();
@@ -549,7 +608,7 @@ class SqliteStore : public Store {
         q.bind(2, std::string(to_string(*f.state)));
       q.bind(3, static_cast<int64_t>(f.limit));
       while (q.executeStep())
-        out.push_back(read_op(q));
+        out.push_back(opened(read_op(q)));
       return base::Status::Ok();
     });
     if (!s.ok())
@@ -635,7 +694,7 @@ class SqliteStore : public Store {
       sql += " ORDER BY created_ms";
       SQLite::Statement q(r_, sql);
       while (q.executeStep())
-        out.push_back(read_op(q));
+        out.push_back(opened(read_op(q)));
       return base::Status::Ok();
     });
     if (!s.ok())
@@ -664,8 +723,11 @@ class SqliteStore : public Store {
     base::Status s = guard([&] {
       SQLite::Statement q(r_, "SELECT state, value FROM outputs WHERE op_id = ?");
       q.bind(1, std::string(op_id));
-      while (q.executeStep())
-        out[q.getColumn(0).getString()] = parse_or_null(q.getColumn(1).getString());
+      while (q.executeStep()) {
+        json::value v = parse_or_null(q.getColumn(1).getString());
+        open_fields(v);
+        out[q.getColumn(0).getString()] = std::move(v);
+      }
       return base::Status::Ok();
     });
     if (!s.ok())
@@ -730,7 +792,7 @@ class SqliteStore : public Store {
       q.bind(1, std::string(id));
       if (!q.executeStep())
         return base::Status::NotFound("no operation \"" + std::string(id) + "\"");
-      out = read_op(q);
+      out = opened(read_op(q));
       return base::Status::Ok();
     });
     if (!s.ok())
@@ -748,6 +810,45 @@ class SqliteStore : public Store {
       key_ = k.value();
     }
     return key_;
+  }
+
+  // JSON text as stored: secret fields sealed. Throws (the write fails) when sealing is
+  // impossible, rather than storing a secret in clear.
+  std::string sealed_text(const std::string& text) {
+    if (!may_hold_secret(text))
+      return text;
+    boost::system::error_code ec;
+    json::value v = json::parse(text, ec);
+    if (ec)
+      return text;
+    auto k = key();
+    std::string err;
+    if (!k.ok() || !walk_secrets(v, k.value(), false, err))
+      throw std::runtime_error("cannot seal a secret field: " +
+                               (k.ok() ? err : k.status().message()));
+    return json::serialize(v);
+  }
+  std::string sealed_text(const json::value& v) { return sealed_text(json::serialize(v)); }
+  // Opens the sealed fields of a value read back (left sealed if the key cannot open them).
+  void open_fields(json::value& v) {
+    if (v.is_null())
+      return;
+    std::string probe = json::serialize(v);
+    if (probe.find(kSealedPrefix) == std::string::npos)
+      return;
+    auto k = key();
+    std::string err;
+    if (k.ok())
+      walk_secrets(v, k.value(), true, err);
+  }
+  OpRecord opened(OpRecord r) {
+    open_fields(r.request);
+    open_fields(r.cursor);
+    return r;
+  }
+  InstanceRecord opened(InstanceRecord r) {
+    open_fields(r.record);
+    return r;
   }
 
   VimRecord read_vim(SQLite::Statement& q) {

@@ -94,6 +94,8 @@ scenario_registry() {
   check "VM: the registry answers GET /v2/ on port 5000" bash -c "curl -fsS --max-time 5 http://$addr:5000/v2/ | grep -qx '{}'"
   check "record: the VM's host key is pinned" test "$(inst_field "$inst" 'd.get("host_keys",{}).get("'"$addr"':22","")[:7]')" = "SHA256:"
   check "history: no password" bash -c "! '$vnflow' op history $op --json | grep -q vnf-password"
+  check "the database holds no SSH password in clear (sealed at rest)" \
+    bash -c "! cat '$VNFLOW_DB' '$VNFLOW_DB-wal' 2>/dev/null | grep -qa vnf-password"
 
   op=$("$vnflow" instance heal "$inst" --request "$root/csar-samples/private-registry/Requests/heal.json")
   expect_completed "registry heal (whole VNF)" "$op"

@@ -512,3 +512,24 @@ TEST_CASE("vim.register / vim.deregister: one row per (instance, name), sealed, 
   REQUIRE(twice.ok);
   CHECK(twice.outputs.at("removed") == false);
 }
+
+TEST_CASE("secret fields of requests, records and outputs are sealed at rest, plain in use") {
+  Fixture f;
+  json::value body = f.instantiate_request();
+  body.as_object()["additionalParams"].as_object()["ssh_password"] = "pw-Secret-4711";
+  body.as_object()["additionalParams"].as_object()["nested"] =
+      json::object{{"bearer_token", "tok-Secret-4711"}};
+  std::string op = f.request("instantiate", body);
+  f.run();
+  REQUIRE(f.state(op) == OpState::kCompleted);
+  // In use: the request reads back as it was given.
+  auto rec = f.store->get_op(op).value();
+  CHECK(rec.request.at("additionalParams").at("ssh_password") == "pw-Secret-4711");
+  CHECK(rec.request.at("additionalParams").at("nested").at("bearer_token") == "tok-Secret-4711");
+  // At rest: neither the database nor its WAL holds them.
+  for (const char* suffix : {"", "-wal"}) {
+    std::ifstream db(f.dir.path / (std::string("vnflow.db") + suffix), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(db)), std::istreambuf_iterator<char>());
+    CHECK(bytes.find("Secret-4711") == std::string::npos);
+  }
+}
