@@ -6,13 +6,13 @@
 # Every scenario is checked on the VMs' file systems and in vnflow's state.
 #
 # Usage: vnf_test.sh VNFLOW_BINARY SOURCE_ROOT [SCENARIO...]
-#   scenarios: registry registry_faults (default: all)
+#   scenarios: registry registry_faults k8s (default: all)
 # Environment: VNFLOW_OPENSTACK_DIR (default: fresh), KEEP=1 keeps everything running.
 set -euo pipefail
 vnflow=$(realpath "$1")
 root=$(realpath "$2")
 shift 2
-scenarios=${*:-registry registry_faults}
+scenarios=${*:-registry registry_faults k8s}
 work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-e2e.XXXXXX")
 osdir=${VNFLOW_OPENSTACK_DIR:-$work/openstack}
 export KEYSTONE_PORT=${KEYSTONE_PORT:-15600} HEAT_PORT=${HEAT_PORT:-18604}
@@ -223,6 +223,89 @@ scenario_registry_faults() {
     op=$("$vnflow" instance terminate "$i" --request "$root/csar-samples/private-registry/Requests/terminate.json")
     wait_op "$op" || bad "terminate $i"
   done
+}
+
+# ---------------------------------------------------------------------------------------
+scenario_k8s() {
+  echo "== Kubernetes cluster with two private registries: instantiate, scale out/in, heal worker, heal master, heal whole, terminate"
+  local P=$root/csar-samples/k8s-cluster pkg inst op m ws ip new w mid m2
+  pkg=$("$vnflow" package onboard "$P")
+  inst=$("$vnflow" instance create --package "$pkg" --name k8s)
+  run_k8s() {  # run_k8s COMMAND REQUEST -> op id; waits
+    local o
+    o=$("$vnflow" instance "$1" "$inst" --request "$2") || return 1
+    wait_op "$o" 600 || true
+    echo "$o"
+  }
+  vnfcs() { inst_field "$inst" '"\n".join(v["id"]+" "+v["vdu"]+" "+v["address"] for v in d.get("vnfcs",[]))'; }
+  nodes() { on_vm "$m" cat /var/lib/vnflow-standin/k8s/nodes | wc -l; }
+
+  $PY - "$P/Requests/instantiate_standin.json" "$work/k8s-bad.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["additionalParams"]["k8s_cluster_installation_param"]["install_mode"] = "fast"
+json.dump(d, open(sys.argv[2], "w"))
+PYEOF
+  op=$(run_k8s instantiate "$work/k8s-bad.json")
+  check "bad install_mode: FAILED_TEMP in instantiate_start, before any stack" \
+    bash -c "[[ \$('$vnflow' op show $op --json | $PY -c 'import json,sys; print(json.load(sys.stdin)[\"operationState\"])') == FAILED_TEMP ]] && ! '$vnflow' op history $op | grep -q 'dispatched instantiate.create_stack'"
+  "$vnflow" op rollback "$op" >/dev/null
+  wait_op "$op" 60 || true
+
+  op=$(run_k8s instantiate "$P/Requests/instantiate_standin.json")
+  check "k8s instantiate COMPLETED" test "$(op_state "$op")" = COMPLETED
+  m=$(vnfcs | awk '$2=="masterNode"{print $3}')
+  ws=$(vnfcs | awk '$2=="workerNode"{print $3}')
+  check "VIM kubernetes_vim_<instance> registered at https://$m:6443" bash -c "'$vnflow' vim list | grep -q 'kubernetes_vim_$inst  kubernetes  https://$m:6443'"
+  check "record: the instance's vim_connection_info names the Kubernetes VIM" \
+    bash -c "'$vnflow' instance show $inst --json | grep -q ETSINFV.KUBERNETES.V_1"
+  check "master: 3 nodes joined" test "$(nodes)" = 3
+  for ip in $m $ws; do
+    check "$ip: /etc/hosts block (3 nodes + 2 registries)" test "$(on_vm "$ip" sed -n '/^# BEGIN vnflow/,/^# END vnflow/p' /etc/hosts | wc -l)" = 7
+    check "$ip: HTTP registry in daemon.json insecure-registries" bash -c "bash '$vm' exec $(vm_at "$ip") cat /etc/docker/daemon.json | grep -q '10.231.0.1:5000'"
+    check "$ip: HTTPS registry CA in certs.d" bash -c "bash '$vm' exec $(vm_at "$ip") cat /etc/docker/certs.d/registry.vnflow.test:5443/ca.crt | cmp -s - '$P/Files/certs/registry-ca.crt'"
+    check "$ip: registry logins for both" test "$(on_vm "$ip" $PY -c 'import json; print(len(json.load(open("/root/.docker/config.json"))["auths"]))')" = 2
+    check "$ip: joined to https://$m:6443" on_vm "$ip" grep -q "endpoint=https://$m:6443" /var/lib/vnflow-standin/k8s/joined
+  done
+  check "no token, password or key in any history" bash -c "for o in \$('$vnflow' op list --instance $inst | awk '{print \$1}'); do '$vnflow' op history \$o --json; done | grep -qE 'registry-http-password|vnf-password|BEGIN (RSA |EC )?PRIVATE' && exit 1 || exit 0"
+
+  op=$(run_k8s scale "$P/Requests/scale_out.json")
+  check "scale out COMPLETED" test "$(op_state "$op")" = COMPLETED
+  new=$(vnfcs | awk '$2=="workerNode"{print $3}' | grep -vxF "$ws")
+  check "scale out: 4 nodes; the new worker ($new) joined and has the registries" \
+    bash -c "[[ \$(bash '$vm' exec $(vm_at "$m") cat /var/lib/vnflow-standin/k8s/nodes | wc -l) == 4 ]] && bash '$vm' exec $(vm_at "$new") grep -q endpoint /var/lib/vnflow-standin/k8s/joined && bash '$vm' exec $(vm_at "$new") grep -q 10.231.0.1:5000 /etc/docker/daemon.json"
+  check "scale out: the master's /etc/hosts names the new worker" on_vm "$m" grep -q "worker-${new//./-}" /etc/hosts
+
+  op=$(run_k8s scale "$P/Requests/scale_in.json")
+  check "scale in COMPLETED" test "$(op_state "$op")" = COMPLETED
+  check "scale in: the newest worker was drained and deleted (3 nodes, not in hosts)" \
+    bash -c "[[ \$(bash '$vm' exec $(vm_at "$m") cat /var/lib/vnflow-standin/k8s/nodes | wc -l) == 3 ]] && ! bash '$vm' exec $(vm_at "$m") grep -q '${new//./-}' /var/lib/vnflow-standin/k8s/nodes /etc/hosts"
+
+  w=$(vnfcs | awk '$2=="workerNode"{print $1; exit}')
+  sed "s/WORKER_VNFC_ID/$w/" "$P/Requests/heal_worker.json" >"$work/k8s-hw.json"
+  op=$(run_k8s heal "$work/k8s-hw.json")
+  check "heal worker COMPLETED" test "$(op_state "$op")" = COMPLETED
+  check "heal worker: the replacement joined (3 nodes)" test "$(nodes)" = 3
+
+  mid=$(vnfcs | awk '$2=="masterNode"{print $1}')
+  sed "s/MASTER_VNFC_ID/$mid/" "$P/Requests/heal_master.json" >"$work/k8s-hm.json"
+  op=$(run_k8s heal "$work/k8s-hm.json")
+  check "heal master COMPLETED" test "$(op_state "$op")" = COMPLETED
+  m=$(vnfcs | awk '$2=="masterNode"{print $3}')
+  check "heal master: new control plane, VIM re-registered, 3 nodes" \
+    bash -c "'$vnflow' vim list | grep -q 'kubernetes_vim_$inst  kubernetes  https://$m:6443' && [[ \$(bash '$vm' exec $(vm_at "$m") cat /var/lib/vnflow-standin/k8s/nodes | wc -l) == 3 ]]"
+
+  op=$(run_k8s heal "$P/Requests/heal_whole.json")
+  check "heal whole COMPLETED" test "$(op_state "$op")" = COMPLETED
+  m2=$(vnfcs | awk '$2=="masterNode"{print $3}')
+  check "heal whole: a new master ($m2) and the VIM follows it" bash -c "[[ $m2 != $m ]] && '$vnflow' vim list | grep -q 'kubernetes_vim_$inst  kubernetes  https://$m2:6443'"
+  check "heal whole: the VIM was deregistered first, then registered again" \
+    bash -c "'$vnflow' op history $op | grep -E 'succeeded heal_(start.deregister_whole|end.register_vim)' | awk '{print \$4}' | tr '\n' ' ' | grep -qx 'heal_start.deregister_whole heal_end.register_vim '"
+
+  op=$(run_k8s terminate "$P/Requests/terminate.json")
+  check "terminate COMPLETED" test "$(op_state "$op")" = COMPLETED
+  check "terminate: the Kubernetes VIM is gone" bash -c "! '$vnflow' vim list | grep -q kubernetes_vim_$inst"
+  check "terminate: no stack left in Heat" test "$(live_stacks "vnflow-$inst")" = 0
 }
 
 for s in $scenarios; do "scenario_$s"; done
