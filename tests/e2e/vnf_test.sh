@@ -219,7 +219,33 @@ scenario_registry_faults() {
   check "rollback: the instance is NOT_INSTANTIATED" test "$(inst_field "$b" 'd["instantiation_state"]')" = NOT_INSTANTIATED
   check "rollback: no VIM left behind (only the cloud's)" test "$("$vnflow" vim list | grep -vc '^ID\|^id' || true)" -le 1
 
-  for i in "$a" "$c" "$d"; do
+  # E: the VM unreachable (sshd down) when the workflow first reaches it: the SSH step keeps
+  # connecting (connect_within) and goes on once the VM answers.
+  local e op_e t0 vmname
+  e=$("$vnflow" instance create --package "$pkg" --name unreachable)
+  op_e=$("$vnflow" instance instantiate "$e" --request "$work/slow.json")
+  vmname=
+  if wait_dispatched "$op_e" instantiate.read_resources; then
+    for _ in $(seq 1 100); do
+      addr=$(inst_field "$e" 'd.get("vnfcs",[{}])[0].get("address","")' 2>/dev/null || true)
+      [[ -n $addr ]] && vmname=$(vm_at "$addr")
+      [[ -n $vmname ]] && break
+      sleep 0.1
+    done
+  fi
+  if [[ -n $vmname ]]; then
+    bash "$vm" kill-sshd "$vmname"
+    t0=$SECONDS
+    sleep 8
+    bash "$vm" start-sshd "$vmname"
+    expect_completed "VM unreachable for 8 s: instantiate" "$op_e"
+    check "VM unreachable: the operation waited for it ($((SECONDS - t0)) s)" test $((SECONDS - t0)) -ge 8
+    check "VM unreachable: configured once" configured_once "$addr"
+  else
+    bad "VM unreachable: the VM never appeared"
+  fi
+
+  for i in "$a" "$c" "$d" "$e"; do
     op=$("$vnflow" instance terminate "$i" --request "$root/csar-samples/private-registry/Requests/terminate.json")
     wait_op "$op" || bad "terminate $i"
   done
