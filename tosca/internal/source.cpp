@@ -638,13 +638,17 @@ base::Result<std::string> pack_directory(const std::string& path, const Limits& 
     }
     contents.push_back(std::move(data).value());
     zip_source_t* fs = zip_source_buffer(za, contents.back().data(), contents.back().size(), 0);
-    if (fs == nullptr || zip_file_add(za, name.c_str(), fs, ZIP_FL_ENC_UTF_8) < 0) {
+    zip_int64_t index = fs == nullptr ? -1 : zip_file_add(za, name.c_str(), fs, ZIP_FL_ENC_UTF_8);
+    if (index < 0) {
       if (fs != nullptr)
         zip_source_free(fs);
       zip_discard(za);
       zip_source_free(buf);
       return base::Status::Internal("zip: cannot add \"" + name + "\"");
     }
+    // A fixed time stamp: the same folder packs into the same bytes (and digest) whenever
+    // it is packed, so onboarding it twice finds the stored package.
+    zip_file_set_mtime(za, static_cast<zip_uint64_t>(index), 315532800, 0);  // 1980-01-01
   }
   if (zip_close(za) < 0) {
     zip_discard(za);
