@@ -210,6 +210,13 @@ struct EngineOptions {
   std::chrono::milliseconds poll{50};          // how often new requests are read
   size_t max_group = 1024;                     // batches per group commit
   std::string owner = "daemon";                // written into claimed operations
+  // Hooks (local.exec) run as this user when the daemon runs as root ("" = the daemon's
+  // own user). docs/security.md.
+  std::string hook_user;
+  // A step that was re-dispatched this many times after daemon deaths while it ran is not
+  // dispatched again: the operation goes to FAILED_TEMP naming it (a poison step that kills
+  // the daemon must not crash-loop it).
+  int max_redispatch = 3;
 };
 
 struct EngineStats {
@@ -269,7 +276,10 @@ base::Result<OpRecord> request_operation(Store& store, std::string_view instance
                                          base::Diagnostics& diags);
 base::Result<OpRecord> retry_operation(Store& store, std::string_view op_id);
 base::Result<OpRecord> rollback_operation(Store& store, std::string_view op_id);
-base::Result<OpRecord> fail_operation(Store& store, std::string_view op_id);
+// FAILED_TEMP -> FAILED; with `force`, any non-final state -> FAILED (an operation that keeps
+// failing the daemon, or one whose daemon is gone). A daemon still running it drops it at its
+// next commit: the store refuses writes to an operation that is no longer active.
+base::Result<OpRecord> fail_operation(Store& store, std::string_view op_id, bool force = false);
 base::Status cancel_operation(Store& store, std::string_view op_id);
 
 // The compiled machine an operation runs (pinned when it was requested).

@@ -402,7 +402,12 @@ base::Result<OpRecord> rollback_operation(Store& store, std::string_view op_id) 
   return store.transition(op_id, {OpState::kFailedTemp}, OpState::kRollingBack, std::nullopt);
 }
 
-base::Result<OpRecord> fail_operation(Store& store, std::string_view op_id) {
+base::Result<OpRecord> fail_operation(Store& store, std::string_view op_id, bool force) {
+  if (force)
+    return store.transition(op_id,
+                            {OpState::kFailedTemp, OpState::kStarting, OpState::kProcessing,
+                             OpState::kRollingBack},
+                            OpState::kFailed, std::nullopt);
   return store.transition(op_id, {OpState::kFailedTemp}, OpState::kFailed, std::nullopt);
 }
 
