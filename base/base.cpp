@@ -63,9 +63,13 @@ std::string_view to_string(Severity s) {
 std::string to_string(const Diagnostic& d) {
   std::string out = d.where.file.empty() ? std::string("<input>") : d.where.file;
   if (d.where.line > 0) {
-    out += ":" + std::to_string(d.where.line);
+    // Appended piece by piece: `":" + std::to_string(n)` trips g++ 12's false
+    // -Wrestrict at -O3 (GCC bug 105329).
+    out += ':';
+    out += std::to_string(d.where.line);
     if (d.where.column > 0) {
-      out += ":" + std::to_string(d.where.column);
+      out += ':';
+      out += std::to_string(d.where.column);
     }
   }
   out += ": ";

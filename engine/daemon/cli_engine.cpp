@@ -183,8 +183,14 @@ void print_op(engine::Store& store, const engine::OpRecord& op) {
 
 std::string event_line(const engine::EventRecord& e) {
   std::string s = iso(e.at_ms) + "  #" + std::to_string(e.seq) + " " + e.kind;
-  if (!e.state.empty())
-    s += " " + e.state + (e.item >= 0 ? "[" + std::to_string(e.item) + "]" : "");
+  if (!e.state.empty()) {
+    s += " " + e.state;
+    if (e.item >= 0) {  // not `"[" + std::to_string(...)`: g++ 12's false -Wrestrict at -O3
+      s += '[';
+      s += std::to_string(e.item);
+      s += ']';
+    }
+  }
   if (e.attempt > 0)
     s += " attempt " + std::to_string(e.attempt);
   if (!e.key.empty())

@@ -283,11 +283,12 @@ bool Loader::read_metadata() {
     std::string content = text.ok() ? text.value() : std::string();
     while (!content.empty() && (content.back() == '\n' || content.back() == '\r'))
       content.pop_back();
-    base::Diagnostic d{base::Severity::kError,
-                       "C0021",
-                       {src_.display("TOSCA-Metadata"), 1, 1},
-                       "TOSCA-Metadata is a file, not a folder",
-                       {}};
+    // Set field by field: the brace-initialised form trips g++ 12's false
+    // -Wmaybe-uninitialized at -O3 (here and for C0013 below).
+    base::Diagnostic d;
+    d.code = "C0021";
+    d.where = {src_.display("TOSCA-Metadata"), 1, 1};
+    d.message = "TOSCA-Metadata is a file, not a folder";
     if (!content.empty() && content.size() < 256 && content.find('\n') == std::string::npos) {
       d.notes.push_back("it holds \"" + content +
                         "\": a symbolic link stored as text? links leaving the package are "
@@ -308,7 +309,10 @@ bool Loader::read_metadata() {
                             ? "no TOSCA-Metadata/TOSCA.meta and no YAML file at the package root"
                             : "no TOSCA-Metadata/TOSCA.meta and " + std::to_string(roots.size()) +
                                   " YAML files at the package root (exactly one is allowed)";
-      base::Diagnostic d{base::Severity::kError, "C0013", {src_.display_name(), 0, 0}, msg, {}};
+      base::Diagnostic d;
+      d.code = "C0013";
+      d.where = {src_.display_name(), 0, 0};
+      d.message = msg;
       // A common packaging slip: zipping the package folder instead of its contents.
       std::set<std::string> tops;
       for (const auto& f : src_.files())

@@ -74,7 +74,9 @@ ToscaMeta parse_tosca_meta(std::string_view text, const std::string& display,
       continue;
     }
     if ((l.text.front() == ' ' || l.text.front() == '\t') && !blocks.back().empty()) {
-      blocks.back().back().value += " " + trim(l.text);  // continuation line
+      std::string& value = blocks.back().back().value;  // continuation line
+      value += ' ';  // not `" " + trim(...)`: g++ 12's false -Wrestrict at -O3 (bug 105329)
+      value += trim(l.text);
       continue;
     }
     auto colon = l.text.find(':');
