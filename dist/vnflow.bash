@@ -1,0 +1,77 @@
+# bash completion for vnflow(1): commands, subcommands, options, and files where a
+# command takes a package, a request or a database.
+_vnflow() {
+  local cur prev words cword
+  if declare -F _init_completion >/dev/null; then
+    _init_completion || return
+  else
+    cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD - 1]}
+    words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD
+  fi
+
+  local cmd=${words[1]:-} sub=${words[2]:-}
+  case $prev in
+    --request | --password-file | --token-file | --clouds-file | --heat-env | --cacert | \
+      --ca-file | --db)
+      COMPREPLY=($(compgen -f -- "$cur")); compopt -o filenames 2>/dev/null; return ;;
+    --work-dir)
+      COMPREPLY=($(compgen -d -- "$cur")); compopt -o filenames 2>/dev/null; return ;;
+    --format)
+      COMPREPLY=($(compgen -W "text dot mermaid seqdiag json" -- "$cur")); return ;;
+    --op)
+      COMPREPLY=($(compgen -W "instantiate terminate heal scale change_ext_conn modify_info" \
+        -- "$cur")); return ;;
+    --state)
+      COMPREPLY=($(compgen -W "STARTING PROCESSING COMPLETED FAILED_TEMP FAILED ROLLING_BACK
+        ROLLED_BACK" -- "$cur")); return ;;
+    --type)
+      COMPREPLY=($(compgen -W "openstack kubernetes" -- "$cur")); return ;;
+    --package | --name | --description | --workers | --timeout | --from | --instance | \
+      --limit | --poll-ms | --flavour | --flavor | --repeat | --cloud | --auth-url | \
+      --username | --project | --user-domain | --project-domain | --region | --interface | \
+      --server | --id | --orchestration-endpoint | --heat-stall-secs)
+      return ;;
+  esac
+
+  if ((cword == 1)); then
+    COMPREPLY=($(compgen -W "csar workflow package instance op vim daemon version help" \
+      -- "$cur"))
+    return
+  fi
+
+  local subs="" opts=""
+  case $cmd in
+    csar) subs="validate inspect"; opts="--json --no-digests --strict --flavour --repeat" ;;
+    workflow) subs="show check"; opts="--flavour --op --format" ;;
+    package) subs="onboard list"; opts="--db --json" ;;
+    instance)
+      subs="create list show delete instantiate heal scale terminate change-ext-conn modify"
+      opts="--db --json --package --name --description --request" ;;
+    op)
+      subs="list show history wait watch retry rollback fail cancel replay"
+      opts="--db --json --instance --state --limit --timeout --dry-run --package --from" ;;
+    vim)
+      subs="register list show delete"
+      opts="--db --json --name --type --from-env --cloud --clouds-file --auth-url --username
+        --password-file --project --user-domain --project-domain --region --interface
+        --cacert --heat-env --default --server --token-file --ca-file --id
+        --orchestration-endpoint --heat-stall-secs" ;;
+    daemon) opts="--db --workers --work-dir --poll-ms" ;;
+    *) return ;;
+  esac
+
+  if ((cword == 2)) && [[ -n $subs ]]; then
+    COMPREPLY=($(compgen -W "$subs" -- "$cur"))
+    return
+  fi
+  if [[ $cur == -* ]]; then
+    COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+    return
+  fi
+  # Packages: .csar/.zip archives or unpacked folders.
+  case $cmd/$sub in
+    csar/* | workflow/* | package/onboard)
+      COMPREPLY=($(compgen -f -- "$cur")); compopt -o filenames 2>/dev/null ;;
+  esac
+}
+complete -F _vnflow vnflow
