@@ -22,7 +22,6 @@ corpus=${CORPUS:-$shared/corpus/tacker-samples}
 tp_data=$shared/research/bench/tosca-parser-2.6.0-data
 tp_installed=/usr/lib/python3/dist-packages/toscaparser
 py=/usr/bin/python3   # Debian's interpreter: the one that sees dist-packages
-vnflow=$root/build/engine/vnflow
 peer=$here/tosca_parser_peer.py
 
 REPEATS=${REPEATS:-3}
@@ -53,11 +52,10 @@ apt_install() {
 [[ -x $py ]] || apt_install python3
 [[ -d $tp_installed ]] || apt_install python3-tosca-parser
 [[ -x /usr/bin/time ]] || apt_install time
-if [[ ! -x $vnflow ]]; then
-  log "building vnflow"
-  (cd "$root" && { [[ -f build/build.ninja ]] || meson setup build --wrap-mode=nodownload; } &&
-    ninja -C build) >&2
-fi
+log "building vnflow (release)"
+# shellcheck source=bench/release_build.sh
+source "$here/release_build.sh"
+release_build "$root"
 [[ -x $vnflow ]] || die "no vnflow binary at $vnflow"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-bench.XXXXXX")
@@ -165,6 +163,7 @@ rss_kib=$(tail -n 1 "$work/rss.txt")   # GNU time puts "Command exited with ..."
 echo "vnflow csar validate vs tosca-parser, $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "host: $(uname -sr), nproc $(nproc)"
 echo "vnflow: $vnflow_id"
+echo "$build_line"
 echo "peer: $tp_info"
 echo "corpus: $corpus ($n_packages packages)"
 echo "runs: tosca-parser median of $REPEATS; vnflow in-process median of $VNFLOW_REPEAT loads;" \

@@ -15,24 +15,24 @@ export LC_ALL=C
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
-build=$root/build
 BENCH_DIR=${BENCH_DIR:-/tmp/vnflow-bench}
 SWEEP=${SWEEP:-10,100,500}
 CHECK_FLOORS=${CHECK_FLOORS:-0}
 
 log() { echo "== $*" >&2; }
 
-log "building the libraries (ninja -C build)"
-(cd "$root" && { [[ -f build/build.ninja ]] || meson setup build --wrap-mode=nodownload; } &&
-  ninja -C build) >&2
+log "building the libraries (release: ninja -C build-release)"
+# shellcheck source=bench/release_build.sh
+source "$here/release_build.sh"
+release_build "$root"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-engine-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-# The same flags and libraries as the build's own link of engine/vnflow
-# (`ninja -C build -t commands engine/vnflow | tail -1`).
+# The release build's flags (-O3, NDEBUG) and the libraries of its link of engine/vnflow
+# (`ninja -C build-release -t commands engine/vnflow | tail -1`).
 log "compiling bench/engine_bench.cpp"
-g++ -std=c++20 -O2 -g -Wall -Wextra -pthread -I"$root" \
+g++ -std=c++20 -O3 -DNDEBUG -Wall -Wextra -pthread -I"$root" \
   -DSPDLOG_SHARED_LIB -DSPDLOG_COMPILED_LIB -DSPDLOG_FMT_EXTERNAL -DBOOST_ALL_NO_LIB \
   -o "$work/engine_bench" "$here/engine_bench.cpp" \
   -Wl,--start-group "$build/engine/libengine.a" "$build/workflows/libworkflows.a" \
@@ -45,4 +45,5 @@ args=(--dir "$BENCH_DIR" --sweep "$SWEEP")
 [[ $CHECK_FLOORS == 1 ]] && args+=(--check-floors)
 echo "engine bench: $(date -u '+%Y-%m-%d %H:%M UTC'), tree $(git -C "$root" describe --always --dirty 2>/dev/null || echo '?')," \
   "$(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), dir $BENCH_DIR ($(df --output=source "$BENCH_DIR" | tail -1))"
+echo "$build_line"
 "$work/engine_bench" "${args[@]}" "$@"

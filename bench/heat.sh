@@ -6,15 +6,16 @@
 #
 # vnflow's own overhead = its wall time minus the time its heat.* actions spent in Heat
 # calls and polls (from the operation histories); the floor is <= 10% of Heat's time.
-# Usage: bench/heat.sh [ROUNDS]   (default 3; builds with ninja -C build first)
+# Usage: bench/heat.sh [ROUNDS]   (default 3; builds build-release/ first)
 set -euo pipefail
 export LC_ALL=C
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 rounds=${1:-3}
 PY=/usr/bin/python3
-(cd "$root" && { [[ -f build/build.ninja ]] || meson setup build --wrap-mode=nodownload; } && ninja -C build) >&2
-vnflow=$root/build/engine/vnflow
+# shellcheck source=bench/release_build.sh
+source "$here/release_build.sh"
+release_build "$root"   # build-release/: $vnflow, $build_line
 work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-heat-bench.XXXXXX")
 export KEYSTONE_PORT=${KEYSTONE_PORT:-15300} HEAT_PORT=${HEAT_PORT:-18304}
 daemon_pid=
@@ -53,6 +54,7 @@ for e in ev:
 print("%.3f"%total)'
 }
 echo "heat bench: $(date -u '+%Y-%m-%d %H:%M UTC'), tree $(git -C "$root" describe --always --dirty), $(nproc) CPUs, $rounds rounds"
+echo "$build_line"
 vsum=0 hsum=0 csum=0
 for i in $(seq 1 "$rounds"); do
   inst=$("$vnflow" instance create --package "$pkg" --name "b$i")

@@ -20,8 +20,10 @@ REPS=${1:-3}
 NHOSTS=4
 STEPS=10
 bash tools/install-deps.sh --bench >/dev/null
-[[ -x build/engine/vnflow ]] || { meson setup build --wrap-mode=nodownload >/dev/null && ninja -C build >/dev/null; }
-vnflow=$root/build/engine/vnflow
+# shellcheck source=bench/release_build.sh
+source bench/release_build.sh
+release_build "$root" 2>/dev/null   # build-release/: $vnflow, $build_line
+echo "$build_line"
 
 T=$(mktemp -d /tmp/vnflow-bench-ssh.XXXXXX)
 export VNFLOW_VMS_DIR=$T/vms
