@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <boost/json/value.hpp>
 
@@ -47,6 +48,12 @@ struct Context {
   // The SSH host keys pinned in the instance record: "host:port" -> "SHA256:..." (a
   // snapshot taken at dispatch).
   json::object host_keys;
+  // local.exec: the user hooks run as (a root daemon's --hook-user; -1: the daemon's own),
+  // and the files a hook must never read (the database, its WAL, its key), hidden from it
+  // by a mount namespace where the kernel allows one.
+  int run_uid = -1, run_gid = -1;
+  std::vector<std::string> private_files;
+  int hook_lock_fd = -1;  // claim_hook_lock()'s descriptor, held by each hook's supervisor
 };
 
 struct Outcome {
@@ -105,6 +112,15 @@ class Registry {
 // Returns the outcome; on success `record` holds the new instance record.
 Outcome run_instance_action(std::string_view name, const json::object& inputs, json::value& record);
 bool is_instance_action(std::string_view name);
+
+// Hooks of a dead daemon must not run beside the new daemon's re-dispatch of the same
+// step. Takes <work_root>/.hooks.lock exclusively (waiting up to `wait` for the supervisors
+// of a previous daemon's hooks, which hold it shared, to finish killing their trees), then
+// holds it shared for this daemon's hooks. Returns the descriptor (the caller closes it
+// when it stops; Context::hook_lock_fd passes it to local.exec).
+base::Result<int> claim_hook_lock(const std::string& work_root, std::chrono::milliseconds wait);
+// How local.exec isolates hooks from the daemon's files on this machine, for the log.
+std::string hook_isolation(bool with_private_files);
 
 // True for field names whose values are secrets (password, token, secret, private key,
 // credential...). Such values never reach logs, histories or error text.

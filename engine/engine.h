@@ -128,11 +128,15 @@ struct Batch {
   };
   struct OutputWrite {                // a finished state's outputs, written once
     std::string op_id, state, value;  // value: JSON text
+    bool secret = false;              // sealed whole at rest (an action's secret_output)
   };
   std::vector<OpWrite> ops;
   std::vector<EventRecord> events;
   std::vector<InstanceWrite> instances;
   std::vector<OutputWrite> outputs;
+  // Set by Store::apply: the batch's operation was no longer active (forced to FAILED by an
+  // operator), so nothing of the batch was written; the rest of the group was.
+  mutable bool fenced = false;
   bool empty() const {
     return ops.empty() && events.empty() && instances.empty() && outputs.empty();
   }
@@ -196,6 +200,9 @@ class Store {
   virtual base::Result<VimRecord> get_vim(std::string_view id_or_name, bool with_secrets) = 0;
   virtual base::Result<std::vector<VimRecord>> list_vims() = 0;
   virtual base::Status delete_vim(std::string_view id) = 0;
+
+  // Files no hook may read (the database, its journal, its key file): local.exec hides them.
+  virtual std::vector<std::string> private_files() const { return {}; }
 };
 
 // Opens (creating if needed) the SQLite database at `path` (WAL, synchronous=FULL).
@@ -234,6 +241,10 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // Creates the work root and waits (up to 30 s) until no hook of a previous daemon is
+  // still running (actions::claim_hook_lock). run() calls it when it was not called; a
+  // daemon calls it first to report a failure.
+  base::Status prepare();
   // Resumes every active operation, then runs new ones as they are queued, until stop().
   void run();
   // Same, but returns once no operation is active or queued (tests, benchmarks).
@@ -269,7 +280,11 @@ base::Result<InstanceRecord> create_instance(Store& store, std::string_view pack
 // A request's vimConnectionInfo made storable: entries with accessInfo are registered as
 // VIMs (secrets sealed) and replaced by {id, vimId, vimType}; vimIds must be registered
 // (names are resolved to ids). With `required`, a request without one gets the default VIM.
-base::Status normalize_vim_connections(Store& store, json::value& request, bool required);
+// A request may name any registered VIM, and may bring a new one (owned by `instance_id`),
+// but never changes a VIM it does not own: accessInfo for the vimId of an operator's VIM or
+// another instance's is refused.
+base::Status normalize_vim_connections(Store& store, json::value& request, bool required,
+                                       std::string_view instance_id);
 
 base::Result<OpRecord> request_operation(Store& store, std::string_view instance_id,
                                          std::string_view operation, const json::value& request,

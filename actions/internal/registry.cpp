@@ -101,7 +101,10 @@ Outcome instance_scale(const json::object& in, json::value& record) {
   json::object& status = r["scale_status"].get_object();
   std::string a(aspect->get_string());
   int64_t before = status.contains(a) && status[a].is_int64() ? status[a].get_int64() : 0;
-  int64_t after = before + steps->get_int64();
+  int64_t after = 0;
+  if (__builtin_add_overflow(before, steps->get_int64(), &after))
+    return Outcome::failure("invalid", "instance.scale: " + std::to_string(steps->get_int64()) +
+                                           " steps are out of range");
   if (after < 0)
     return Outcome::failure("invalid", "instance.scale: aspect \"" + a + "\" is at level " +
                                            std::to_string(before) + "; cannot scale in by " +

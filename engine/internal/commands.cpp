@@ -69,6 +69,37 @@ int64_t now_ms() {
       .count();
 }
 
+namespace {
+
+constexpr size_t kMaxRequestBytes = 1 << 20;
+constexpr size_t kMaxNameBytes = 255;
+constexpr size_t kMaxDescriptionBytes = 4096;
+constexpr int64_t kMaxScaleSteps = 1000;
+
+// Names and descriptions are shown on terminals and in lists: bounded, UTF-8, and free of
+// control characters (an ANSI escape in a name would rewrite an operator's screen).
+base::Status check_text(const char* what, const std::string& s, size_t max) {
+  if (s.size() > max)
+    return base::Status::InvalidArgument(std::string(what) + " is " + std::to_string(s.size()) +
+                                         " bytes; the limit is " + std::to_string(max));
+  if (!base::is_valid_utf8(s))
+    return base::Status::InvalidArgument(std::string(what) + " is not UTF-8");
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f)
+      return base::Status::InvalidArgument(std::string(what) + " holds a control character (code " +
+                                           std::to_string(c) + ")");
+  }
+  // C1 controls (U+0080..U+009F) are two bytes in UTF-8: C2 80..C2 9F.
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    if (static_cast<unsigned char>(s[i]) == 0xc2 && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(s[i + 1]) <= 0x9f)
+      return base::Status::InvalidArgument(std::string(what) + " holds a control character");
+  }
+  return base::Status::Ok();
+}
+
+}  // namespace
+
 base::Result<PackageRecord> onboard_package(Store& store, const std::string& path,
                                             base::Diagnostics& diags) {
   tosca::LoadOptions lo;
@@ -108,6 +139,10 @@ base::Result<PackageRecord> onboard_package(Store& store, const std::string& pat
 
 base::Result<InstanceRecord> create_instance(Store& store, std::string_view package_id,
                                              std::string name, std::string description) {
+  if (base::Status s = check_text("name", name, kMaxNameBytes); !s.ok())
+    return s;
+  if (base::Status s = check_text("description", description, kMaxDescriptionBytes); !s.ok())
+    return s;
   auto pkg = store.get_package(package_id);
   if (!pkg.ok())
     return pkg.status();
@@ -180,7 +215,8 @@ std::string vim_type_of(std::string_view t) {
 
 }  // namespace
 
-base::Status normalize_vim_connections(Store& store, json::value& request, bool required) {
+base::Status normalize_vim_connections(Store& store, json::value& request, bool required,
+                                       std::string_view instance_id) {
   if (!request.is_object())
     return base::Status::Ok();
   auto& r = request.get_object();
@@ -254,9 +290,24 @@ base::Status normalize_vim_connections(Store& store, json::value& request, bool 
       }
       v.summary = actions::redact(v.access).as_object();
       v.created_ms = now_ms();
+      v.extra["registered_by_instance"] = std::string(instance_id);
+      // By id only: a name must not select another VIM here.
       auto prev = store.get_vim(v.id, false);
-      if (prev.ok())
+      if (prev.ok() && prev.value().id == v.id) {
+        const json::value* owner = prev.value().extra.if_contains("registered_by_instance");
+        bool ours = !instance_id.empty() && owner != nullptr && owner->is_string() &&
+                    owner->get_string() == instance_id;
+        if (!ours)
+          return base::Status::PermissionDenied(
+              where + ".vimId \"" + v.id +
+              "\" is a registered VIM that this instance does not own: a request may name it "
+              "(without accessInfo) but never change it");
         v.name = prev.value().name;
+        v.created_ms = prev.value().created_ms;
+      } else if (prev.ok()) {
+        return base::Status::InvalidArgument(where + ".vimId \"" + v.id +
+                                             "\" is the name of another VIM; give a new id");
+      }
       base::Status st = store.put_vim(v);
       if (!st.ok())
         return st;
@@ -293,6 +344,13 @@ base::Result<OpRecord> request_operation(Store& store, std::string_view instance
   auto inst = store.get_instance(instance_id);
   if (!inst.ok())
     return inst.status();
+  // Bounded before anything else looks at it (a 100 MB request would be stored with every
+  // transition's history).
+  size_t size = json::serialize(request).size();
+  if (size > kMaxRequestBytes)
+    return base::Status::InvalidArgument("the " + std::string(operation) + " request is " +
+                                         std::to_string(size) + " bytes; the limit is " +
+                                         std::to_string(kMaxRequestBytes));
   auto problems = workflows::check_request(operation, request);
   if (!problems.empty())
     return base::Status::InvalidArgument("malformed " + std::string(operation) +
@@ -357,9 +415,38 @@ base::Result<OpRecord> request_operation(Store& store, std::string_view instance
     if (type != "SCALE_OUT" && type != "SCALE_IN")
       return base::Status::InvalidArgument("type must be SCALE_OUT or SCALE_IN, not \"" + type +
                                            "\"");
-    if (const json::value* n = request.as_object().if_contains("numberOfSteps");
-        n && n->as_int64() < 1)
-      return base::Status::InvalidArgument("numberOfSteps must be at least 1");
+    int64_t steps = 1;
+    if (const json::value* n = request.as_object().if_contains("numberOfSteps")) {
+      if (!n->is_int64() || n->get_int64() < 1 || n->get_int64() > kMaxScaleSteps)
+        return base::Status::InvalidArgument("numberOfSteps must be an integer from 1 to " +
+                                             std::to_string(kMaxScaleSteps));
+      steps = n->get_int64();
+    }
+    // The level it would reach, against the aspect's max_scale_level: refused now, not in
+    // the middle of the operation.
+    const json::object& asp = vnfd.at("aspects").as_object().at(aspect).as_object();
+    int64_t max_level = asp.contains("max_scale_level") && asp.at("max_scale_level").is_int64()
+                            ? asp.at("max_scale_level").get_int64()
+                            : 0;
+    int64_t level = 0;
+    const json::value* status =
+        ir.record.is_object() ? ir.record.get_object().if_contains("scale_status") : nullptr;
+    const json::value* dflt = vnfd.if_contains("default_scale_status");
+    if (status != nullptr && status->is_object() && status->get_object().contains(aspect) &&
+        status->get_object().at(aspect).is_int64())
+      level = status->get_object().at(aspect).get_int64();
+    else if (dflt != nullptr && dflt->is_object() && dflt->get_object().contains(aspect) &&
+             dflt->get_object().at(aspect).is_int64())
+      level = dflt->get_object().at(aspect).get_int64();
+    if (type == "SCALE_OUT" && level + steps > max_level)
+      return base::Status::InvalidArgument(
+          "aspect \"" + aspect + "\" is at scale level " + std::to_string(level) + " of " +
+          std::to_string(max_level) + ": a SCALE_OUT by " + std::to_string(steps) +
+          " step(s) would pass max_scale_level");
+    if (type == "SCALE_IN" && level - steps < 0)
+      return base::Status::InvalidArgument("aspect \"" + aspect + "\" is at scale level " +
+                                           std::to_string(level) + ": a SCALE_IN by " +
+                                           std::to_string(steps) + " step(s) is not possible");
   }
   if (operation == "terminate") {
     std::string t(request.at("terminationType").as_string());
@@ -372,7 +459,7 @@ base::Result<OpRecord> request_operation(Store& store, std::string_view instance
   json::value req = request;
   bool needs_vim = vnfd.contains("base_hot") &&
                    !vnfd.at("base_hot").as_object().at("template").as_string().empty();
-  auto norm = normalize_vim_connections(store, req, operation == "instantiate" && needs_vim);
+  auto norm = normalize_vim_connections(store, req, operation == "instantiate" && needs_vim, ir.id);
   if (!norm.ok())
     return norm;
   std::string body = json::serialize(m->to_json());
@@ -404,10 +491,10 @@ base::Result<OpRecord> rollback_operation(Store& store, std::string_view op_id) 
 
 base::Result<OpRecord> fail_operation(Store& store, std::string_view op_id, bool force) {
   if (force)
-    return store.transition(op_id,
-                            {OpState::kFailedTemp, OpState::kStarting, OpState::kProcessing,
-                             OpState::kRollingBack},
-                            OpState::kFailed, std::nullopt);
+    return store.transition(
+        op_id,
+        {OpState::kFailedTemp, OpState::kStarting, OpState::kProcessing, OpState::kRollingBack},
+        OpState::kFailed, std::nullopt);
   return store.transition(op_id, {OpState::kFailedTemp}, OpState::kFailed, std::nullopt);
 }
 

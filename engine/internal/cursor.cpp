@@ -8,8 +8,11 @@ json::value item_json(const Item& it) {
   json::object o{{"s", static_cast<int>(it.status)}, {"a", it.attempt}};
   if (!it.inputs.is_null())
     o["in"] = it.inputs;
+  // A secret output is kept under a secret-named key, so the store seals it at rest.
   if (!it.outputs.is_null())
-    o["o"] = it.outputs;
+    o[it.secret ? "secret_o" : "o"] = it.outputs;
+  if (it.redispatches != 0)
+    o["rd"] = it.redispatches;
   if (it.wake_ms != 0)
     o["w"] = it.wake_ms;
   if (!it.cls.empty())
@@ -32,6 +35,12 @@ Item item_from(const json::value& v) {
     it.inputs = *x;
   if (auto* x = o.if_contains("o"))
     it.outputs = *x;
+  if (auto* x = o.if_contains("secret_o")) {
+    it.outputs = *x;
+    it.secret = true;
+  }
+  if (auto* r = o.if_contains("rd"); r && r->is_int64())
+    it.redispatches = static_cast<int>(r->get_int64());
   if (auto* w = o.if_contains("w"); w && w->is_int64())
     it.wake_ms = w->get_int64();
   if (auto* c = o.if_contains("c"); c && c->is_string())
@@ -48,9 +57,28 @@ json::value Cursor::to_json() const {
   for (const auto& it : items)
     its.push_back(item_json(it));
   json::array ds;
-  for (const auto& d : done)
-    ds.push_back(json::object{{"s", d.state}, {"i", d.item}, {"o", d.outputs}, {"v", d.value}});
+  for (const auto& d : done) {
+    json::object x{
+        {"s", d.state}, {"i", d.item}, {d.secret ? "secret_o" : "o", d.outputs}, {"v", d.value}};
+    if (d.visit != 1)
+      x["vi"] = d.visit;
+    ds.push_back(std::move(x));
+  }
   json::object o{{"cur", cur}, {"started", started}, {"seq", seq}, {"items", std::move(its)}};
+  if (visit != 1)
+    o["visit"] = visit;
+  if (!visits.empty()) {
+    json::object vs;
+    for (const auto& [k, n] : visits)
+      vs[std::to_string(k)] = n;
+    o["visits"] = std::move(vs);
+  }
+  if (!secret_states.empty()) {
+    json::array a;
+    for (const auto& n : secret_states)
+      a.push_back(json::string(n));
+    o["sst"] = std::move(a);
+  }
   if (!values.empty())
     o["values"] = values;
   if (!ds.empty())
@@ -82,8 +110,15 @@ base::Result<Cursor> Cursor::from_json(const json::value& v) {
         Done x;
         x.state = static_cast<int>(d.at("s").as_int64());
         x.item = static_cast<int>(d.at("i").as_int64());
-        x.outputs = d.at("o");
+        if (auto* so = d.as_object().if_contains("secret_o")) {
+          x.outputs = *so;
+          x.secret = true;
+        } else {
+          x.outputs = d.at("o");
+        }
         x.value = d.at("v");
+        if (auto* vi = d.as_object().if_contains("vi"))
+          x.visit = static_cast<int>(vi->as_int64());
         c.done.push_back(std::move(x));
       }
     }
@@ -91,6 +126,16 @@ base::Result<Cursor> Cursor::from_json(const json::value& v) {
       c.rb_started = true;
       c.rb = static_cast<int>(rb->as_int64());
       c.rb_item = item_from(o.at("rb_item"));
+    }
+    if (auto* vi = o.if_contains("visit"))
+      c.visit = static_cast<int>(vi->as_int64());
+    if (auto* vs = o.if_contains("visits")) {
+      for (const auto& kv : vs->as_object())
+        c.visits[std::stoi(std::string(kv.key()))] = static_cast<int>(kv.value().as_int64());
+    }
+    if (auto* ss = o.if_contains("sst")) {
+      for (const auto& n : ss->as_array())
+        c.secret_states.emplace_back(n.as_string());
     }
     if (auto* outs = o.if_contains("outputs"))
       c.outputs = outs->as_object();

@@ -2,6 +2,7 @@
 // every commit of the operation.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ struct Item {
   json::value outputs;   // when done
   int64_t wake_ms = 0;   // when waiting: the durable timer
   std::string cls, msg;  // when failed
+  int redispatches = 0;  // times re-dispatched after the daemon stopped while it ran
+  bool secret = false;   // the outputs are a secret (secret_output): sealed at rest
 };
 
 // A finished action of a state with a compensation, for rollback.
@@ -37,6 +40,8 @@ struct Done {
   int item = 0;
   json::value outputs;
   json::value value;  // the fan-out item
+  bool secret = false;
+  int visit = 1;  // the visit of the state it finished in (its compensation's key)
 };
 
 struct Cursor {
@@ -48,7 +53,10 @@ struct Cursor {
   bool rb_started = false;
   int rb = -1;
   Item rb_item;
-  int64_t seq = 0;       // last event number
+  int64_t seq = 0;            // last event number
+  int visit = 1;              // which visit of the current state this is (loops come back)
+  std::map<int, int> visits;  // state index -> visits so far
+  std::vector<std::string> secret_states;  // states whose outputs are secret
   json::object outputs;  // in memory; stored in the outputs table, not in to_json()
 
   json::value to_json() const;

@@ -20,7 +20,10 @@
 
 #include <boost/asio.hpp>
 #include <boost/json.hpp>
+#include <pwd.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/engine.h"
 #include "engine/internal/cursor.h"
@@ -38,9 +41,59 @@ namespace {
 
 constexpr size_t kHistoryStringLimit = 4096;
 
-json::value for_history(const json::value& v) {
+// Replaces every occurrence of a known secret in `s` by "***".
+std::string scrub(std::string s, const std::vector<std::string>& secrets) {
+  for (const auto& sec : secrets) {
+    for (size_t p = s.find(sec); p != std::string::npos; p = s.find(sec, p + 3))
+      s.replace(p, sec.size(), "***");
+  }
+  return s;
+}
+
+// Collects the string leaves of `v` (or only those under secret-named fields) that are long
+// enough to be worth scrubbing.
+void collect_secrets(const json::value& v, bool all, std::vector<std::string>& out) {
+  if (v.is_string()) {
+    if (all && v.get_string().size() >= 4)
+      out.emplace_back(v.get_string());
+  } else if (v.is_array()) {
+    for (const auto& x : v.get_array())
+      collect_secrets(x, all, out);
+  } else if (v.is_object()) {
+    for (const auto& kv : v.get_object())
+      collect_secrets(kv.value(), all || actions::is_secret_name(kv.key()), out);
+  }
+}
+
+// True when `v` holds a value the store could not open ("vnflow-sealed:..."): it is never
+// handed to an action.
+bool holds_sealed(const json::value& v) {
+  if (v.is_string())
+    return v.get_string().starts_with("vnflow-sealed:");
+  if (v.is_array()) {
+    for (const auto& x : v.get_array()) {
+      if (holds_sealed(x))
+        return true;
+    }
+  } else if (v.is_object()) {
+    for (const auto& kv : v.get_object()) {
+      if (holds_sealed(kv.value()))
+        return true;
+    }
+  }
+  return false;
+}
+
+bool bool_input(const json::value& inputs, std::string_view name) {
+  const json::value* v = inputs.is_object() ? inputs.get_object().if_contains(name) : nullptr;
+  return v != nullptr && v->is_bool() && v->get_bool();
+}
+
+json::value for_history(const json::value& v, const std::vector<std::string>& secrets = {}) {
   json::value r = actions::redact(v);
   std::function<void(json::value&)> cut = [&](json::value& x) {
+    if (x.is_string() && !secrets.empty())
+      x = json::string(scrub(std::string(x.get_string()), secrets));
     if (x.is_string() && x.get_string().size() > kHistoryStringLimit) {
       size_t n = x.get_string().size();
       std::string s(x.get_string().subview(0, kHistoryStringLimit));
@@ -80,6 +133,22 @@ struct Run {
   std::vector<int> to_start;  // item indexes; kRollbackItem for the compensation
   std::unique_ptr<asio::steady_timer> timer;
   int64_t timer_at = 0;
+  // Values known to be secret (secret-named fields of the request and of inputs, secret
+  // outputs): scrubbed from every history event and error text.
+  std::vector<std::string> secrets;
+  void learn_secrets(const json::value& v, bool all) {
+    std::vector<std::string> found;
+    collect_secrets(v, all, found);
+    for (auto& f : found) {
+      if (std::find(secrets.begin(), secrets.end(), f) == secrets.end())
+        secrets.push_back(std::move(f));
+    }
+    // Longest first, so that a secret containing another is scrubbed whole.
+    std::sort(secrets.begin(), secrets.end(),
+              [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  }
+  json::value hist(const json::value& v) const { return for_history(v, secrets); }
+  std::string clean(const std::string& msg) const { return scrub(msg, secrets); }
 };
 
 constexpr int kRollbackItem = -2;
@@ -109,8 +178,15 @@ struct Engine::Impl {
   // thread hand-offs per transition; the batching comes from the event loop.
   struct Req {
     Batch batch;
-    std::function<void(base::Status)> done;
+    std::function<void(base::Status, bool fenced)> done;
   };
+  // Failed commits (disk full, a read-only file): the operations are reloaded from their
+  // last commit after a delay that doubles up to 5 s, and the failure is logged once per
+  // 10 s with the number of failures since, so a full disk costs neither CPU nor log space.
+  int commit_fail_streak = 0;
+  int64_t reload_not_before_ms = 0;
+  int64_t last_fail_log_ms = 0;
+  uint64_t fails_since_log = 0;
   std::vector<Req> queue;
   bool commit_scheduled = false;
   mutable std::mutex stats_mu;
@@ -172,15 +248,72 @@ struct Engine::Impl {
     return actions::run_instance_action(action, in, record);
   }
 
+  // Hooks: who they run as, what they must not read.
+  int hook_uid = -1, hook_gid = -1;
+  std::string hook_user_error;
+  std::vector<std::string> private_files;
+  bool prepared = false;
+  int hook_lock_fd = -1;
+
   Impl(Store& s, actions::Registry r, EngineOptions o)
       : store(s),
         registry(std::move(r)),
         opt(std::move(o)),
-        pool(static_cast<size_t>(std::max(1, opt.workers))) {}
+        pool(static_cast<size_t>(std::max(1, opt.workers))) {
+    private_files = store.private_files();
+    if (!opt.hook_user.empty()) {
+      struct passwd pw {};
+      struct passwd* found = nullptr;
+      std::vector<char> buf(16384);
+      if (::getpwnam_r(opt.hook_user.c_str(), &pw, buf.data(), buf.size(), &found) != 0 ||
+          found == nullptr)
+        hook_user_error = "no user \"" + opt.hook_user + "\" for hooks";
+      else if (::geteuid() != 0)
+        hook_user_error = "hooks can run as another user only when the daemon runs as root";
+      else if (pw.pw_uid == 0)
+        hook_user_error = "the hook user must not be root";
+      else {
+        hook_uid = static_cast<int>(pw.pw_uid);
+        hook_gid = static_cast<int>(pw.pw_gid);
+      }
+    }
+  }
+
+  base::Status prepare() {
+    if (prepared)
+      return base::Status::Ok();
+    if (!hook_user_error.empty())
+      return base::Status::InvalidArgument(hook_user_error);
+    std::error_code ec;
+    bool created = std::filesystem::create_directories(opt.work_root, ec);
+    if (ec)
+      return base::Status::Unavailable("cannot create the work directory " + opt.work_root + ": " +
+                                       ec.message());
+    // Traversable by the hook user (its own instance directories are 0700 and its own);
+    // otherwise the daemon's alone.
+    if (created || hook_uid >= 0)
+      ::chmod(opt.work_root.c_str(), hook_uid >= 0 ? 0711 : 0700);
+    auto lock = actions::claim_hook_lock(opt.work_root, std::chrono::seconds(30));
+    if (!lock.ok())
+      return lock.status();
+    hook_lock_fd = lock.value();
+    spdlog::info("hooks run as {}, isolation: {}",
+                 hook_uid >= 0 ? opt.hook_user : std::string("the daemon's user"),
+                 actions::hook_isolation(!private_files.empty()));
+    static std::atomic<bool> warned{false};
+    if (hook_uid < 0 && ::geteuid() == 0 && !warned.exchange(true))
+      spdlog::warn(
+          "the daemon runs as root and so do its hooks: --hook-user USER runs them "
+          "unprivileged");
+    prepared = true;
+    return base::Status::Ok();
+  }
 
   ~Impl() {
     hard_stop = true;
     pool.join();
+    if (hook_lock_fd >= 0)
+      ::close(hook_lock_fd);
   }
 
   // -------------------------------------------------------------------------------------
@@ -212,8 +345,29 @@ struct Engine::Impl {
       if (!st.ok())
         stats.commit_failures++;
     }
+    if (st.ok() && commit_fail_streak > 0) {
+      spdlog::info("commits succeed again after {} failed ones", commit_fail_streak);
+      commit_fail_streak = 0;
+      reload_not_before_ms = 0;
+    }
     for (auto& r : group)
-      r.done(st);
+      r.done(st, r.batch.fenced);
+  }
+
+  void note_commit_failure(const std::string& id, const base::Status& st) {
+    ++commit_fail_streak;
+    ++fails_since_log;
+    int64_t delay = std::min<int64_t>(5000, 100LL << std::min(commit_fail_streak - 1, 6));
+    int64_t now = now_ms();
+    reload_not_before_ms = now + delay;
+    if (now - last_fail_log_ms >= 10000) {
+      spdlog::warn(
+          "operation {}: commit failed ({}); {} failed commit(s) since the last report; the "
+          "operations are reloaded from their last commit in {} ms (nothing is lost)",
+          id, st.message(), fails_since_log, delay);
+      last_fail_log_ms = now;
+      fails_since_log = 0;
+    }
   }
 
   void schedule_commit() {
@@ -223,7 +377,7 @@ struct Engine::Impl {
     }
   }
 
-  void submit(Batch b, std::function<void(base::Status)> done) {
+  void submit(Batch b, std::function<void(base::Status, bool)> done) {
     queue.push_back({std::move(b), std::move(done)});
     schedule_commit();
   }
@@ -242,7 +396,7 @@ struct Engine::Impl {
     e.item = item;
     e.attempt = attempt;
     e.key = std::move(key);
-    e.data = std::move(data);
+    e.data = r.secrets.empty() ? std::move(data) : for_history(data, r.secrets);
     r.pending.events.push_back(std::move(e));
     r.dirty = true;
   }
@@ -262,8 +416,14 @@ struct Engine::Impl {
     return sc;
   }
 
-  static std::string key_for(const Run& r, const State& s, int item, int attempt, bool rollback) {
+  // The idempotency key of one call: "<op>/<state>[@<visit>][<item>][/rollback]/<attempt>".
+  // A state entered again (a polling loop) is a new visit with keys of its own; a
+  // re-dispatch of the same visit after a crash keeps its key.
+  static std::string key_for(const Run& r, const State& s, int item, int attempt, bool rollback,
+                             int visit) {
     std::string k = r.id + "/" + s.name;
+    if (visit > 1)
+      k += "@" + std::to_string(visit);
     if (item >= 0 && !s.for_each.empty())
       k += "[" + std::to_string(item) + "]";
     if (rollback)
@@ -271,7 +431,9 @@ struct Engine::Impl {
     return k + "/" + std::to_string(attempt);
   }
 
-  void fail_temp(Run& r, const std::string& state, const std::string& cls, const std::string& msg) {
+  void fail_temp(Run& r, const std::string& state, const std::string& cls,
+                 const std::string& raw_msg) {
+    std::string msg = r.clean(raw_msg);
     json::object err{{"state", state}, {"class", cls}, {"message", msg}};
     r.new_state = OpState::kFailedTemp;
     r.set_error = true;
@@ -295,6 +457,7 @@ struct Engine::Impl {
   }
 
   void goto_state(Run& r, int next) {
+    r.c.visit = ++r.c.visits[next];
     r.c.cur = next;
     r.c.started = false;
     r.c.items.clear();
@@ -461,12 +624,24 @@ struct Engine::Impl {
         any_failed = true;
         continue;
       }
-      std::string key = key_for(r, s, static_cast<int>(i), it.attempt, false);
+      if (holds_sealed(in.value())) {
+        it.status = ItemStatus::kFailed;
+        it.cls = "invalid";
+        it.msg =
+            "inputs: a sealed value could not be opened (a wrong key, or a value moved from "
+            "another record); sealed values are never handed to an action";
+        event(r, "failed", s.name, item_no, it.attempt, "",
+              json::object{{"class", it.cls}, {"message", it.msg}});
+        any_failed = true;
+        continue;
+      }
+      r.learn_secrets(in.value(), false);
+      std::string key = key_for(r, s, static_cast<int>(i), it.attempt, false, r.c.visit);
       if (inline_action) {
         json::value before = r.instance;
         auto out = run_inline(s.action, in.value().get_object(), r.instance);
         event(r, "dispatched", s.name, item_no, it.attempt, key,
-              json::object{{"action", s.action}, {"inputs", for_history(in.value())}});
+              json::object{{"action", s.action}, {"inputs", r.hist(in.value())}});
         finish_item(r, s, static_cast<int>(i), out);
         if (out.ok)
           write_instance(r);
@@ -479,7 +654,7 @@ struct Engine::Impl {
       it.status = ItemStatus::kDispatched;
       it.inputs = std::move(in).value();
       event(r, "dispatched", s.name, item_no, it.attempt, key,
-            json::object{{"action", s.action}, {"inputs", for_history(it.inputs)}});
+            json::object{{"action", s.action}, {"inputs", r.hist(it.inputs)}});
       r.to_start.push_back(static_cast<int>(i));
       ++in_flight;
     }
@@ -516,7 +691,13 @@ struct Engine::Impl {
           outs.push_back(it.outputs);
         r.c.outputs[s.name] = std::move(outs);
       }
-      r.pending.outputs.push_back({r.id, s.name, json::serialize(r.c.outputs[s.name])});
+      bool secret = false;
+      for (const auto& it : r.c.items)
+        secret = secret || it.secret;
+      if (secret && std::find(r.c.secret_states.begin(), r.c.secret_states.end(), s.name) ==
+                        r.c.secret_states.end())
+        r.c.secret_states.push_back(s.name);
+      r.pending.outputs.push_back({r.id, s.name, json::serialize(r.c.outputs[s.name]), secret});
       goto_state(r, s.next);
       return true;
     }
@@ -533,9 +714,8 @@ struct Engine::Impl {
   void finish_item(Run& r, const State& s, int i, const actions::Outcome& out) {
     Item& it = r.c.items[static_cast<size_t>(i)];
     int item_no = s.for_each.empty() ? -1 : i;
-    const json::value* hide =
-        it.inputs.is_object() ? it.inputs.get_object().if_contains("hide_output") : nullptr;
-    bool hidden = hide != nullptr && hide->is_bool() && hide->get_bool();
+    bool hidden = bool_input(it.inputs, "hide_output");
+    bool secret = bool_input(it.inputs, "secret_output");
     it.inputs = nullptr;
     if (out.ok && !out.pin_host_keys.empty()) {
       // Host keys seen on first use are pinned with the result that saw them.
@@ -551,6 +731,9 @@ struct Engine::Impl {
     if (out.ok) {
       it.status = ItemStatus::kDone;
       it.outputs = out.outputs;
+      it.secret = secret;
+      if (secret)
+        r.learn_secrets(out.outputs, true);
       if (s.compensate) {
         // Recorded per item, so that a rollback after a partly failed fan-out undoes the
         // items that did succeed.
@@ -558,12 +741,16 @@ struct Engine::Impl {
         d.state = r.c.cur;
         d.item = i;
         d.outputs = out.outputs;
+        d.secret = secret;
+        d.visit = r.c.visit;
         d.value = static_cast<size_t>(i) < r.c.values.size() ? r.c.values[static_cast<size_t>(i)]
                                                              : json::value();
         r.c.done.push_back(std::move(d));
       }
       event(r, "succeeded", s.name, item_no, it.attempt, "",
-            hidden ? json::value("*** (hide_output)") : for_history(out.outputs));
+            secret   ? json::value("*** (secret_output)")
+            : hidden ? json::value("*** (hide_output)")
+                     : r.hist(out.outputs));
       return;
     }
     bool retryable =
@@ -618,7 +805,7 @@ struct Engine::Impl {
         sc.item_name = s.as;
       }
       auto in = s.compensate->with.evaluate(sc);
-      std::string key = key_for(r, s, s.for_each.empty() ? -1 : d.item, it.attempt, true);
+      std::string key = key_for(r, s, s.for_each.empty() ? -1 : d.item, it.attempt, true, d.visit);
       int item_no = s.for_each.empty() ? -1 : d.item;
       if (!in.ok() || !in.value().is_object()) {
         it.status = ItemStatus::kFailed;
@@ -626,14 +813,14 @@ struct Engine::Impl {
         it.msg = "inputs: " + (in.ok() ? std::string("not a map") : in.status().message());
         continue;
       }
-      event(r, "compensating", s.name, item_no, it.attempt, key, for_history(in.value()));
+      event(r, "compensating", s.name, item_no, it.attempt, key, r.hist(in.value()));
       if (runs_inline(s.compensate->action)) {
         json::value before = r.instance;
         auto out = run_inline(s.compensate->action, in.value().get_object(), r.instance);
         if (out.ok) {
           write_instance(r);
           it.status = ItemStatus::kDone;
-          event(r, "compensated", s.name, item_no, it.attempt, "", for_history(out.outputs));
+          event(r, "compensated", s.name, item_no, it.attempt, "", r.hist(out.outputs));
         } else {
           r.instance = std::move(before);
           it.status = ItemStatus::kFailed;
@@ -688,22 +875,34 @@ struct Engine::Impl {
     r.to_start.clear();
     std::string id = r.id;
     uint64_t gen = r.gen;
-    submit(std::move(b), [this, id, gen, starts = std::move(starts)](base::Status st) {
-      on_committed(id, gen, starts, st);
+    submit(std::move(b), [this, id, gen, starts = std::move(starts)](base::Status st, bool fenced) {
+      on_committed(id, gen, starts, st, fenced);
     });
   }
 
   void on_committed(const std::string& id, uint64_t gen, const std::vector<int>& starts,
-                    base::Status st) {
+                    base::Status st, bool fenced) {
     auto itr = runs.find(id);
     if (itr == runs.end() || itr->second->gen != gen)
       return;
     Run& r = *itr->second;
     r.committing = false;
     if (!st.ok()) {
-      spdlog::warn("operation {}: commit failed ({}); reloading it from its last commit", id,
-                   st.message());
+      note_commit_failure(id, st);
       drop_and_reload(id);
+      maybe_idle();
+      return;
+    }
+    if (fenced) {
+      // An operator moved it out of the active states (op fail --force): let it go.
+      spdlog::warn("operation {} is no longer active in the store; it is dropped here", id);
+      runs.erase(itr);
+      known.erase(id);
+      {
+        std::lock_guard<std::mutex> l(stats_mu);
+        stats.running_ops = runs.size();
+      }
+      maybe_idle();
       return;
     }
     if (r.final_) {
@@ -733,6 +932,8 @@ struct Engine::Impl {
   }
 
   void try_reloads() {
+    if (stopping || now_ms() < reload_not_before_ms)
+      return;
     for (auto it = reload_wanted.begin(); it != reload_wanted.end();) {
       if (running_by_op[*it] > 0) {
         ++it;
@@ -769,13 +970,17 @@ struct Engine::Impl {
     ctx.state = st.name;
     ctx.attempt = it.attempt;
     int item_no = rollback ? (st.for_each.empty() ? -1 : d->item) : i;
-    ctx.key = key_for(r, st, item_no, it.attempt, rollback);
+    ctx.key = key_for(r, st, item_no, it.attempt, rollback, rollback ? d->visit : r.c.visit);
     ctx.work_dir = opt.work_root + "/" + r.instance_id;
     double timeout = rollback ? st.compensate->timeout_s : st.timeout_s;
     ctx.deadline =
         std::chrono::steady_clock::now() +
         std::chrono::milliseconds(static_cast<int64_t>((timeout > 0 ? timeout : 3600) * 1000));
     ctx.cancelled = &hard_stop;
+    ctx.run_uid = hook_uid;
+    ctx.run_gid = hook_gid;
+    ctx.private_files = private_files;
+    ctx.hook_lock_fd = hook_lock_fd;
     json::value inputs = it.inputs;
     std::string id = r.id;
     uint64_t gen = r.gen;
@@ -834,9 +1039,11 @@ struct Engine::Impl {
     } else if (!job->inputs.is_object()) {
       out = actions::Outcome::failure("invalid", "inputs are not a map");
     } else {
-      std::error_code ec;
-      if (job->polls == 0)
-        std::filesystem::create_directories(ctx.work_dir, ec);
+      if (job->polls == 0 && ::mkdir(ctx.work_dir.c_str(), 0700) == 0 && hook_uid >= 0) {
+        if (::chown(ctx.work_dir.c_str(), static_cast<uid_t>(hook_uid),
+                    static_cast<gid_t>(hook_gid)) != 0)
+          spdlog::warn("cannot give {} to the hook user", ctx.work_dir);
+      }
       try {
         out = job->action->run(job->inputs.get_object(), ctx);
       } catch (const std::exception& e) {
@@ -886,7 +1093,7 @@ struct Engine::Impl {
       int item_no = s.for_each.empty() ? -1 : d.item;
       if (out.ok) {
         it.status = ItemStatus::kDone;
-        event(r, "compensated", s.name, item_no, it.attempt, "", for_history(out.outputs));
+        event(r, "compensated", s.name, item_no, it.attempt, "", r.hist(out.outputs));
       } else {
         it.status = ItemStatus::kFailed;
         it.cls = out.error_class;
@@ -1011,7 +1218,7 @@ struct Engine::Impl {
     }
     if (op.state == OpState::kStarting)
       event(ref, "op_processing", "", -1, 0, "",
-            json::object{{"instance", for_history(ref.instance)}});
+            json::object{{"instance", ref.hist(ref.instance)}});
     else
       event(ref, op.state == OpState::kRollingBack ? "rollback_resumed" : "resumed", "", -1, 0, "",
             json::object{{"state", std::string(to_string(op.state))}});
@@ -1021,6 +1228,7 @@ struct Engine::Impl {
         if (it.status == ItemStatus::kFailed) {
           it.status = ItemStatus::kPending;
           it.attempt++;
+          it.redispatches = 0;
           it.cls.clear();
           it.msg.clear();
         }
@@ -1029,27 +1237,67 @@ struct Engine::Impl {
     if (ref.c.rb_item.status == ItemStatus::kFailed && ref.state == OpState::kRollingBack) {
       ref.c.rb_item.status = ItemStatus::kPending;
       ref.c.rb_item.attempt++;
+      ref.c.rb_item.redispatches = 0;
     }
-    // Dispatched but not finished (a crash or a failed commit): the same key again.
+    if (!ref.c.visits.count(ref.c.cur))
+      ref.c.visits[ref.c.cur] = ref.c.visit;
+    // The secrets of the request and of earlier secret outputs, for scrubbing.
+    ref.learn_secrets(ref.request, false);
+    for (const auto& name : ref.c.secret_states) {
+      if (const json::value* o = ref.c.outputs.if_contains(name))
+        ref.learn_secrets(*o, true);
+    }
+    // Dispatched but not finished (a crash or a failed commit): the same key again, unless
+    // that happened too often already (a poison step that kills the daemon each time).
     if (ref.state == OpState::kRollingBack) {
       if (ref.c.rb_item.status == ItemStatus::kDispatched) {
-        ref.to_start.push_back(kRollbackItem);
         const Done& d = ref.c.done[static_cast<size_t>(ref.c.rb)];
-        event(ref, "redispatched", ref.m->states[static_cast<size_t>(d.state)].name, -1,
-              ref.c.rb_item.attempt, "", nullptr);
+        const std::string& name = ref.m->states[static_cast<size_t>(d.state)].name;
+        if (poisoned(ref, ref.c.rb_item, name, -1)) {
+          advance(ref);
+          return;
+        }
+        ref.to_start.push_back(kRollbackItem);
+        event(ref, "redispatched", name, -1, ref.c.rb_item.attempt, "", nullptr);
       }
     } else if (ref.c.cur >= 0 && static_cast<size_t>(ref.c.cur) < ref.m->states.size()) {
       const State& s = ref.m->states[static_cast<size_t>(ref.c.cur)];
       for (size_t i = 0; i < ref.c.items.size(); ++i) {
         if (ref.c.items[i].status == ItemStatus::kDispatched) {
+          if (poisoned(ref, ref.c.items[i], s.name,
+                       s.for_each.empty() ? -1 : static_cast<int>(i))) {
+            ref.to_start.clear();
+            fail_temp(ref, s.name, "failed", ref.c.items[i].msg);
+            flush(ref);
+            return;
+          }
           ref.to_start.push_back(static_cast<int>(i));
           event(ref, "redispatched", s.name, s.for_each.empty() ? -1 : static_cast<int>(i),
                 ref.c.items[i].attempt,
-                key_for(ref, s, static_cast<int>(i), ref.c.items[i].attempt, false), nullptr);
+                key_for(ref, s, static_cast<int>(i), ref.c.items[i].attempt, false, ref.c.visit),
+                nullptr);
         }
       }
     }
     advance(ref);
+  }
+
+  // Counts a re-dispatch of `it`; past the limit the item fails instead (the reason in its
+  // message) and true is returned. An operator's retry resets the count.
+  bool poisoned(Run& r, Item& it, const std::string& state, int item_no) {
+    it.redispatches++;
+    r.dirty = true;
+    if (it.redispatches <= opt.max_redispatch)
+      return false;
+    it.status = ItemStatus::kFailed;
+    it.cls = "failed";
+    it.msg = "re-dispatched " + std::to_string(it.redispatches - 1) +
+             " times after the daemon stopped while this step ran (it may be what stops the "
+             "daemon); not dispatched again: `vnflow op retry` runs it again, `op fail` gives up";
+    event(r, "failed", state, item_no, it.attempt, "",
+          json::object{{"class", it.cls}, {"message", it.msg}});
+    spdlog::error("operation {}: step {} {}", r.id, state, it.msg);
+    return true;
   }
 
   void poll(bool all) {
@@ -1113,7 +1361,15 @@ Engine::Engine(Store& store, actions::Registry registry, EngineOptions options)
 
 Engine::~Engine() = default;
 
+base::Status Engine::prepare() {
+  return impl_->prepare();
+}
+
 void Engine::run() {
+  if (base::Status st = impl_->prepare(); !st.ok()) {
+    spdlog::error("not running operations: {}", st.message());
+    return;
+  }
   impl_->until_idle = false;
   asio::post(impl_->io, [this] {
     impl_->poll(true);
@@ -1124,6 +1380,10 @@ void Engine::run() {
 }
 
 void Engine::run_until_idle() {
+  if (base::Status st = impl_->prepare(); !st.ok()) {
+    spdlog::error("not running operations: {}", st.message());
+    return;
+  }
   impl_->until_idle = true;
   asio::post(impl_->io, [this] {
     impl_->poll(true);

@@ -1,12 +1,15 @@
 // The SQLite Store: one file, WAL, synchronous=FULL. A write connection (the executor's
 // writer thread and commands) and a read connection (polls, history), each behind a mutex.
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <boost/json.hpp>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include "actions/actions.h"
 #include "engine/engine.h"
@@ -77,61 +80,151 @@ std::string text(SQLite::Statement& st, int i) {
 
 // Secret fields at rest. Requests, instance records, cursors and state outputs are JSON;
 // a field whose name says it holds a secret (actions::is_secret_name: password, token,
-// private_key...) is stored sealed (AES-256-GCM, the database's key file) as
-// "vnflow-sealed:v1:..." and opened again when read. The executor and the workflows see
-// plain values; the file never holds them.
+// private_key..., in any letter case) is stored sealed (AES-256-GCM, the database's key
+// file) and opened again when read. The executor and the workflows see plain values; the
+// file never holds them.
+//
+//   "vnflow-sealed:s1:<sealed>"  a string value
+//   "vnflow-sealed:j1:<sealed>"  any other value (a map, a list, a number), as JSON text
+//   "vnflow-sealed:v1:..."       written by vnflow before owners were bound (read only)
+//
+// Each sealed value is bound to its owner and place (the associated data is e.g.
+// "op/<id>/request#/vimConnectionInfo/0/accessInfo/password"): copied into another record
+// or another field, it no longer opens. A value that does not open is left sealed, and the
+// executor never hands a sealed value to an action.
 constexpr std::string_view kSealedPrefix = "vnflow-sealed:";
-constexpr std::string_view kFieldAad = "vnflow-field";
+constexpr std::string_view kLegacyFieldAad = "vnflow-field";
+constexpr std::string_view kKeyCheckText = "vnflow database key check";
 
-// A cheap test before any parsing: most texts name no secret at all.
+bool ci_contains(std::string_view t, std::string_view part) {
+  auto it = std::search(t.begin(), t.end(), part.begin(), part.end(), [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) == b;
+  });
+  return it != t.end();
+}
+
+// A cheap test before any parsing: most texts name no secret at all. Case-insensitive, as
+// is_secret_name() is (ADMIN_PASSWORD, ApiKey, TOKEN).
 bool may_hold_secret(std::string_view t) {
-  static const char* kParts[] = {"assword",   "asswd",  "ecret", "oken",     "rivate",
-                                 "redential", "pi_key", "pikey", "assphrase"};
+  static const char* kParts[] = {"passw",      "passwd",  "secret", "token",     "private",
+                                 "credential", "api_key", "apikey", "passphrase"};
   for (const char* p : kParts) {
-    if (t.find(p) != std::string_view::npos)
+    if (ci_contains(t, p))
       return true;
   }
   return false;
 }
 
-// Seals (or, with `open`, opens) secret-named string fields of `v` in place. Returns false
-// when a value could not be sealed or opened (the reason in `err`).
-bool walk_secrets(json::value& v, const std::string& key, bool open, std::string& err) {
-  if (v.is_array()) {
-    for (auto& x : v.get_array()) {
-      if (!walk_secrets(x, key, open, err))
+struct SealWalk {
+  const std::string& key;
+  std::string owner;
+  std::string err;
+  std::vector<std::string> path;
+
+  std::string aad() const {
+    std::string a = owner + "#";
+    for (const auto& p : path)
+      a += "/" + p;
+    return a;
+  }
+
+  bool seal_value(json::value& x) {
+    bool is_str = x.is_string();
+    if (is_str && x.get_string().starts_with(kSealedPrefix))
+      return true;  // sealed already (it opens only where it was sealed)
+    if (is_str && x.get_string().empty())
+      return true;
+    std::string plain = is_str ? std::string(x.get_string()) : json::serialize(x);
+    auto c = base::seal(key, plain, aad());
+    if (!c.ok()) {
+      err = c.status().message();
+      return false;
+    }
+    x = std::string(kSealedPrefix) + (is_str ? "s1:" : "j1:") + c.value();
+    return true;
+  }
+
+  // Seals every secret-named field below `v`.
+  bool seal(json::value& v) {
+    if (v.is_array()) {
+      size_t i = 0;
+      for (auto& x : v.get_array()) {
+        path.push_back(std::to_string(i++));
+        bool ok = seal(x);
+        path.pop_back();
+        if (!ok)
+          return false;
+      }
+      return true;
+    }
+    if (!v.is_object())
+      return true;
+    for (auto& kv : v.get_object()) {
+      path.emplace_back(kv.key());
+      bool ok = !kv.value().is_null() && actions::is_secret_name(kv.key()) ? seal_value(kv.value())
+                                                                           : seal(kv.value());
+      path.pop_back();
+      if (!ok)
         return false;
     }
     return true;
   }
-  if (!v.is_object())
-    return true;
-  for (auto& kv : v.get_object()) {
-    json::value& x = kv.value();
-    if (x.is_string() && actions::is_secret_name(kv.key())) {
-      std::string_view sv = x.get_string();
-      bool sealed = sv.substr(0, kSealedPrefix.size()) == kSealedPrefix;
-      if (open && sealed) {
-        auto plain = base::unseal(key, sv.substr(kSealedPrefix.size()), kFieldAad);
+
+  // Opens every sealed value below `v`; false (the reason in `err`) when one does not open.
+  // The others are opened all the same.
+  bool open(json::value& v) {
+    bool all = true;
+    if (v.is_string()) {
+      std::string_view sv = v.get_string();
+      if (!sv.starts_with(kSealedPrefix))
+        return true;
+      std::string_view body = sv.substr(kSealedPrefix.size());
+      std::string where = path.empty() ? std::string("a value") : "field \"" + path.back() + "\"";
+      if (body.starts_with("s1:") || body.starts_with("j1:")) {
+        auto plain = base::unseal(key, body.substr(3), aad());
         if (!plain.ok()) {
-          err = "a sealed field \"" + std::string(kv.key()) + "\": " + plain.status().message();
+          err = "sealed " + where + " of " + owner +
+                " does not open here: " + plain.status().message();
           return false;
         }
-        x = plain.value();
-      } else if (!open && !sealed && !sv.empty()) {
-        auto c = base::seal(key, sv, kFieldAad);
-        if (!c.ok()) {
-          err = c.status().message();
-          return false;
+        if (body[0] == 's') {
+          v = plain.value();
+        } else {
+          boost::system::error_code ec;
+          json::value parsed = json::parse(plain.value(), ec);
+          if (ec) {
+            err = "sealed " + where + " of " + owner + " is not JSON";
+            return false;
+          }
+          v = std::move(parsed);
         }
-        x = std::string(kSealedPrefix) + c.value();
+        return true;
       }
-    } else if (!walk_secrets(x, key, open, err)) {
-      return false;
+      auto plain = base::unseal(key, body, kLegacyFieldAad);
+      if (!plain.ok()) {
+        err = "sealed " + where + " of " + owner + ": " + plain.status().message();
+        return false;
+      }
+      v = plain.value();
+      return true;
     }
+    if (v.is_array()) {
+      size_t i = 0;
+      for (auto& x : v.get_array()) {
+        path.push_back(std::to_string(i++));
+        all = open(x) && all;
+        path.pop_back();
+      }
+    } else if (v.is_object()) {
+      for (auto& kv : v.get_object()) {
+        path.emplace_back(kv.key());
+        all = open(kv.value()) && all;
+        path.pop_back();
+      }
+    }
+    return all;
   }
-  return true;
-}
+};
 
 OpRecord read_op(SQLite::Statement& st) {
   OpRecord r;
@@ -184,6 +277,8 @@ constexpr const char* kOpen =
 
 class SqliteStore : public Store {
  public:
+  // `path` is the database's resolved path: its key file is named after it, so that an
+  // alias (a symbolic or hard link) never gets a key of its own.
   explicit SqliteStore(const std::string& path)
       : key_path_(path + ".key"),
         w_(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX, 10000),
@@ -215,23 +310,31 @@ class SqliteStore : public Store {
           ins.bind(1, std::to_string(kSchemaVersion));
           ins.exec();
         }
+        q.reset();
+        base::Status ks = check_key();
+        if (!ks.ok()) {
+          w_.exec("ROLLBACK");
+          return ks;
+        }
         w_.exec("COMMIT");
       } catch (...) {
-        w_.exec("ROLLBACK");
+        rollback_quietly();
         throw;
       }
       upd_op_ = std::make_unique<SQLite::Statement>(
           w_,
           "UPDATE ops SET state = COALESCE(?2, state), cursor = COALESCE(?3, cursor),"
           " error = CASE WHEN ?4 THEN ?5 ELSE error END, wake_at_ms = COALESCE(?6, wake_at_ms),"
-          " owner = COALESCE(?7, owner), updated_ms = ?8 WHERE id = ?1");
+          " owner = COALESCE(?7, owner), updated_ms = ?8 WHERE id = ?1 AND " +
+              std::string(kRunning));
       // Most commits change neither state nor owner: leave them out of the SET list so
       // that no index of ops is rewritten.
       upd_op_plain_ = std::make_unique<SQLite::Statement>(
           w_,
           "UPDATE ops SET cursor = COALESCE(?2, cursor),"
           " error = CASE WHEN ?3 THEN ?4 ELSE error END, wake_at_ms = COALESCE(?5, wake_at_ms),"
-          " updated_ms = ?6 WHERE id = ?1");
+          " updated_ms = ?6 WHERE id = ?1 AND " +
+              std::string(kRunning));
       ins_output_ = std::make_unique<SQLite::Statement>(
           w_, "INSERT OR REPLACE INTO outputs(op_id, state, value) VALUES(?, ?, ?)");
       ins_event_ = std::make_unique<SQLite::Statement>(
@@ -251,6 +354,47 @@ class SqliteStore : public Store {
       try {
         int64_t now = now_ms();
         for (const Batch* b : batches) {
+          b->fenced = false;
+          for (const auto& o : b->ops) {
+            bool full = o.state || o.owner;
+            auto& st = full ? *upd_op_ : *upd_op_plain_;
+            st.reset();
+            int i = 1;
+            st.bind(i++, o.op_id);
+            if (full) {
+              if (o.state)
+                st.bind(i++, std::string(to_string(*o.state)));
+              else
+                st.bind(i++);
+            }
+            if (o.cursor)
+              st.bind(i++, sealed_text(*o.cursor, "op/" + o.op_id + "/cursor"));
+            else
+              st.bind(i++);
+            st.bind(i++, o.set_error ? 1 : 0);
+            bind_text_or_null(st, i++, o.error);
+            if (o.wake_at_ms)
+              st.bind(i++, static_cast<int64_t>(*o.wake_at_ms));
+            else
+              st.bind(i++);
+            if (full) {
+              if (o.owner)
+                st.bind(i++, *o.owner);
+              else
+                st.bind(i++);
+            }
+            st.bind(i++, static_cast<int64_t>(now));
+            if (st.exec() != 1) {
+              // Fencing: an operation that is no longer active (an operator forced it to
+              // FAILED) takes no write from an executor; the rest of the group commits.
+              auto cur = get_op_locked(w_, o.op_id);
+              if (!cur.ok())
+                throw std::runtime_error("no operation " + o.op_id);
+              b->fenced = true;
+            }
+          }
+          if (b->fenced)
+            continue;
           for (const auto& e : b->events) {
             auto& st = *ins_event_;
             st.reset();
@@ -276,56 +420,22 @@ class SqliteStore : public Store {
             st.reset();
             st.bind(1, o.op_id);
             st.bind(2, o.state);
-            st.bind(3, sealed_text(o.value));
+            st.bind(3, o.secret ? sealed_whole(o.value, "op/" + o.op_id + "/output/" + o.state)
+                                : sealed_text(o.value, "op/" + o.op_id + "/output/" + o.state));
             st.exec();
-          }
-          for (const auto& o : b->ops) {
-            bool full = o.state || o.owner;
-            auto& st = full ? *upd_op_ : *upd_op_plain_;
-            st.reset();
-            int i = 1;
-            st.bind(i++, o.op_id);
-            if (full) {
-              if (o.state)
-                st.bind(i++, std::string(to_string(*o.state)));
-              else
-                st.bind(i++);
-            }
-            if (o.cursor)
-              st.bind(i++, sealed_text(*o.cursor));
-            else
-              st.bind(i++);
-            st.bind(i++, o.set_error ? 1 : 0);
-            bind_text_or_null(st, i++, o.error);
-            if (o.wake_at_ms)
-              st.bind(i++, static_cast<int64_t>(*o.wake_at_ms));
-            else
-              st.bind(i++);
-            if (full) {
-              if (o.owner)
-                st.bind(i++, *o.owner);
-              else
-                st.bind(i++);
-            }
-            st.bind(i++, static_cast<int64_t>(now));
-            if (st.exec() != 1)
-              throw std::runtime_error("no operation " + o.op_id);
           }
           for (const auto& i : b->instances) {
             auto& st = *upd_inst_;
             st.reset();
             st.bind(1, i.instance_id);
             st.bind(2, i.instantiation_state);
-            st.bind(3, sealed_text(i.record));
+            st.bind(3, sealed_text(i.record, "instance/" + i.instance_id));
             st.exec();
           }
         }
         w_.exec("COMMIT");
       } catch (...) {
-        try {
-          w_.exec("ROLLBACK");
-        } catch (...) {
-        }
+        rollback_quietly();
         throw;
       }
       return base::Status::Ok();
@@ -430,7 +540,7 @@ class SqliteStore : public Store {
       ins.bind(2, rec.package_id);
       ins.bind(3, rec.name);
       ins.bind(4, rec.instantiation_state);
-      ins.bind(5, sealed_text(rec.record));
+      ins.bind(5, sealed_text(rec.record, "instance/" + rec.id));
       ins.bind(6, static_cast<int64_t>(rec.created_ms));
       ins.exec();
       return base::Status::Ok();
@@ -506,7 +616,7 @@ class SqliteStore : public Store {
         }
         w_.exec("COMMIT");
       } catch (...) {
-        w_.exec("ROLLBACK");
+        rollback_quietly();
         throw;
       }
       return base::Status::Ok();
@@ -565,7 +675,7 @@ class SqliteStore : public Store {
         ins.bind(4, std::string(to_string(rec.state)));
         ins.bind(5, rec.machine_digest);
         ins.bind(6, rec.package_digest);
-        ins.bind(7, sealed_text(rec.request));
+        ins.bind(7, sealed_text(rec.request, "op/" + rec.id + "/request"));
         if (rec.error.is_null())
           ins.bind(8);
         else
@@ -573,13 +683,13 @@ class SqliteStore : public Store {
         if (rec.cursor.is_null())
           ins.bind(9);
         else
-          ins.bind(9, sealed_text(rec.cursor));
+          ins.bind(9, sealed_text(rec.cursor, "op/" + rec.id + "/cursor"));
         ins.bind(10, static_cast<int64_t>(rec.created_ms));
         ins.bind(11, static_cast<int64_t>(rec.created_ms));
         ins.exec();
         w_.exec("COMMIT");
       } catch (...) {
-        w_.exec("ROLLBACK");
+        rollback_quietly();
         throw;
       }
       return base::Status::Ok();
@@ -654,7 +764,7 @@ class SqliteStore : public Store {
         u.exec();
         w_.exec("COMMIT");
       } catch (...) {
-        w_.exec("ROLLBACK");
+        rollback_quietly();
         throw;
       }
       return base::Status::Ok();
@@ -724,9 +834,25 @@ class SqliteStore : public Store {
       SQLite::Statement q(r_, "SELECT state, value FROM outputs WHERE op_id = ?");
       q.bind(1, std::string(op_id));
       while (q.executeStep()) {
-        json::value v = parse_or_null(q.getColumn(1).getString());
-        open_fields(v);
-        out[q.getColumn(0).getString()] = std::move(v);
+        std::string state = q.getColumn(0).getString();
+        std::string owner = "op/" + std::string(op_id) + "/output/" + state;
+        std::string t = q.getColumn(1).getString();
+        json::value v;
+        if (std::string_view(t).starts_with(kSealedPrefix)) {
+          // A secret output, sealed whole. One that does not open stays sealed.
+          v = t;
+          auto k = key();
+          if (k.ok() && t.compare(kSealedPrefix.size(), 3, "j1:") == 0) {
+            auto plain = base::unseal(
+                k.value(), std::string_view(t).substr(kSealedPrefix.size() + 3), owner + "#");
+            if (plain.ok())
+              v = parse_or_null(plain.value());
+          }
+        } else {
+          v = parse_or_null(t);
+          open_fields(v, owner);
+        }
+        out[state] = std::move(v);
       }
       return base::Status::Ok();
     });
@@ -778,6 +904,16 @@ class SqliteStore : public Store {
     }
   }
 
+  // After a failed COMMIT (disk full, read-only file) SQLite has already rolled back: a
+  // ROLLBACK would fail with "no transaction is active" and hide the real cause.
+  void rollback_quietly() {
+    try {
+      if (!w_.getHandle() || sqlite3_get_autocommit(w_.getHandle()) == 0)
+        w_.exec("ROLLBACK");
+    } catch (...) {
+    }
+  }
+
   static void bind_text_or_null(SQLite::Statement& st, int i, const std::string& s) {
     if (s.empty())
       st.bind(i);
@@ -800,21 +936,71 @@ class SqliteStore : public Store {
     return out;
   }
 
-  // The sealing key, read (or created) on first use.
+  // The sealing key, checked (or created for a new database) by init().
   base::Result<std::string> key() {
     std::lock_guard<std::mutex> l(kmu_);
-    if (key_.empty()) {
-      auto k = base::load_or_create_key(key_path_);
-      if (!k.ok())
-        return k.status();
-      key_ = k.value();
-    }
+    if (key_.empty())
+      return base::Status::FailedPrecondition("no sealing key for " + key_path_);
     return key_;
   }
 
-  // JSON text as stored: secret fields sealed. Throws (the write fails) when sealing is
-  // impossible, rather than storing a secret in clear.
-  std::string sealed_text(const std::string& text) {
+  // Called inside init's transaction. A database that has sealed anything records a check
+  // value sealed with its key: from then on the key file must be there and must open it;
+  // vnflow never makes a new key for such a database (a hook would otherwise receive
+  // sealed text as a password, and every secret would be lost).
+  base::Status check_key() {
+    SQLite::Statement q(w_, "SELECT value FROM meta WHERE key = 'key_check'");
+    std::string check;
+    if (q.executeStep())
+      check = q.getColumn(0).getString();
+    q.reset();
+    bool key_exists = ::access(key_path_.c_str(), F_OK) == 0;
+    if (check.empty() && !key_exists && has_sealed_data())
+      return base::Status::FailedPrecondition(
+          "the database holds sealed secrets but its key file " + key_path_ +
+          " is missing; restore it (vnflow does not make a new key for a database with "
+          "sealed data)");
+    if (!check.empty() && !key_exists)
+      return base::Status::FailedPrecondition(
+          "the database's key file " + key_path_ +
+          " is missing; restore it (vnflow does not make a new key for a database with sealed "
+          "data)");
+    auto k = base::load_or_create_key(key_path_);
+    if (!k.ok())
+      return k.status();
+    if (!check.empty()) {
+      auto plain = base::unseal(k.value(), check, kKeyCheckText);
+      if (!plain.ok() || plain.value() != kKeyCheckText)
+        return base::Status::PermissionDenied(
+            "the key file " + key_path_ +
+            " does not open this database's secrets (the key of another database?)");
+    } else {
+      auto c = base::seal(k.value(), kKeyCheckText, kKeyCheckText);
+      if (!c.ok())
+        return c.status();
+      SQLite::Statement ins(w_, "INSERT INTO meta(key, value) VALUES('key_check', ?)");
+      ins.bind(1, c.value());
+      ins.exec();
+    }
+    std::lock_guard<std::mutex> l(kmu_);
+    key_ = k.value();
+    return base::Status::Ok();
+  }
+
+  bool has_sealed_data() {
+    SQLite::Statement q(
+        w_,
+        "SELECT EXISTS(SELECT 1 FROM vims) OR"
+        " EXISTS(SELECT 1 FROM ops WHERE instr(request, 'vnflow-sealed:') > 0"
+        "        OR instr(cursor, 'vnflow-sealed:') > 0) OR"
+        " EXISTS(SELECT 1 FROM instances WHERE instr(record, 'vnflow-sealed:') > 0) OR"
+        " EXISTS(SELECT 1 FROM outputs WHERE instr(value, 'vnflow-sealed:') > 0)");
+    return q.executeStep() && q.getColumn(0).getInt() != 0;
+  }
+
+  // JSON text as stored: secret fields sealed, bound to `owner`. Throws (the write fails)
+  // when sealing is impossible, rather than storing a secret in clear.
+  std::string sealed_text(const std::string& text, const std::string& owner) {
     if (!may_hold_secret(text))
       return text;
     boost::system::error_code ec;
@@ -822,32 +1008,61 @@ class SqliteStore : public Store {
     if (ec)
       return text;
     auto k = key();
-    std::string err;
-    if (!k.ok() || !walk_secrets(v, k.value(), false, err))
-      throw std::runtime_error("cannot seal a secret field: " +
-                               (k.ok() ? err : k.status().message()));
+    if (!k.ok())
+      throw std::runtime_error("cannot seal a secret field: " + k.status().message());
+    SealWalk w{k.value(), owner, {}, {}};
+    if (!w.seal(v))
+      throw std::runtime_error("cannot seal a secret field: " + w.err);
     return json::serialize(v);
   }
-  std::string sealed_text(const json::value& v) { return sealed_text(json::serialize(v)); }
-  // Opens the sealed fields of a value read back (left sealed if the key cannot open them).
-  void open_fields(json::value& v) {
-    if (v.is_null())
-      return;
-    std::string probe = json::serialize(v);
-    if (probe.find(kSealedPrefix) == std::string::npos)
+  std::string sealed_text(const json::value& v, const std::string& owner) {
+    return sealed_text(json::serialize(v), owner);
+  }
+  // A whole value sealed (a secret output): "vnflow-sealed:j1:..." as the column's text.
+  std::string sealed_whole(const std::string& json_text, const std::string& owner) {
+    auto k = key();
+    if (!k.ok())
+      throw std::runtime_error("cannot seal a secret output: " + k.status().message());
+    auto c = base::seal(k.value(), json_text, owner + "#");
+    if (!c.ok())
+      throw std::runtime_error("cannot seal a secret output: " + c.status().message());
+    return std::string(kSealedPrefix) + "j1:" + c.value();
+  }
+
+  static bool has_sealed(const json::value& v) {
+    if (v.is_string())
+      return v.get_string().starts_with(kSealedPrefix);
+    if (v.is_array()) {
+      for (const auto& x : v.get_array()) {
+        if (has_sealed(x))
+          return true;
+      }
+    } else if (v.is_object()) {
+      for (const auto& kv : v.get_object()) {
+        if (has_sealed(kv.value()))
+          return true;
+      }
+    }
+    return false;
+  }
+  // Opens the sealed values of a value read back. One that does not open (a value moved
+  // from another record, a wrong key) stays sealed: the executor refuses to use it.
+  void open_fields(json::value& v, const std::string& owner) {
+    if (!has_sealed(v))
       return;
     auto k = key();
-    std::string err;
-    if (k.ok())
-      walk_secrets(v, k.value(), true, err);
+    if (!k.ok())
+      return;
+    SealWalk w{k.value(), owner, {}, {}};
+    w.open(v);
   }
   OpRecord opened(OpRecord r) {
-    open_fields(r.request);
-    open_fields(r.cursor);
+    open_fields(r.request, "op/" + r.id + "/request");
+    open_fields(r.cursor, "op/" + r.id + "/cursor");
     return r;
   }
   InstanceRecord opened(InstanceRecord r) {
-    open_fields(r.record);
+    open_fields(r.record, "instance/" + r.id);
     return r;
   }
 
@@ -954,6 +1169,11 @@ class SqliteStore : public Store {
     return out;
   }
 
+  std::vector<std::string> private_files() const override {
+    std::string db = key_path_.substr(0, key_path_.size() - 4);
+    return {db, db + "-wal", db + "-shm", key_path_};
+  }
+
   base::Status delete_vim(std::string_view id) override {
     std::lock_guard<std::mutex> lock(wmu_);
     return guard([&] {
@@ -981,11 +1201,16 @@ base::Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& path) 
   try {
     // The write connection creates the file and the schema before the reader opens it.
     { SQLite::Database create(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, 10000); }
+    std::error_code ec;
+    std::string resolved = std::filesystem::canonical(path, ec).string();
+    if (ec)
+      return base::Status::Unavailable("cannot resolve database path \"" + path +
+                                       "\": " + ec.message());
     // Two processes opening a new database at once can see SQLITE_BUSY without the busy
     // handler (switching to WAL needs the file to itself): try again for a while.
     base::Status st;
     for (int attempt = 0; attempt < 100; ++attempt) {
-      auto s = std::make_unique<SqliteStore>(path);
+      auto s = std::make_unique<SqliteStore>(resolved);
       st = s->init();
       if (st.ok())
         return std::unique_ptr<Store>(std::move(s));
