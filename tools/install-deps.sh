@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian package vnflow needs to build, test and benchmark.
 # Idempotent: packages already present are skipped quickly by apt.
-# Usage: tools/install-deps.sh [--bench]   (--bench adds the peers the bench/ scripts run)
+# Usage: tools/install-deps.sh [--bench] [--deb]
+#   --bench  adds the peers the bench/ scripts run
+#   --deb    adds what building and checking the Debian package needs (tests/deb/deb_test.sh)
 set -euo pipefail
 
 packages=(
@@ -10,10 +12,18 @@ packages=(
   libsqlitecpp-dev libsqlite3-dev libspdlog-dev libfmt-dev catch2 libssl-dev
   clang-format-14 procps util-linux openssl
 )
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-tosca-parser python3-yaml time python3-openstackclient python3-heatclient bc
-    ansible-core openssh-client)
-fi
+for flag in "$@"; do
+  case $flag in
+    --bench)
+      packages+=(python3-tosca-parser python3-yaml time python3-openstackclient
+        python3-heatclient bc ansible-core openssh-client) ;;
+    --deb)
+      packages+=(build-essential debhelper dpkg-dev lintian adduser python3) ;;
+    *)
+      echo "install-deps: unknown option $flag (--bench, --deb)" >&2
+      exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

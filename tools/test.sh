@@ -2,9 +2,12 @@
 # Runs every test of vnflow on a fresh Debian 12 machine: installs the packages, checks the
 # layering, builds and runs the unit, golden (loader and workflow fixtures), corpus, CLI and
 # crash (SIGKILL) tests, the same under ASan+UBSan, and bounded libFuzzer smokes of the
-# loader and the workflow compiler (clang, ASan+UBSan).
-# Needs root for the test VMs (network namespaces).
-# Usage: tools/test.sh [--quick]     (--quick: the gcc build only, no sanitizers, no fuzz)
+# loader and the workflow compiler (clang, ASan+UBSan), the unit and golden suites on a
+# release build, and the Debian package (built, lintian, installed, the main job run on the
+# installed vnflow, purged: tests/deb/deb_test.sh).
+# Needs root for the test VMs (network namespaces) and the package.
+# Usage: tools/test.sh [--quick]     (--quick: the gcc build only: no sanitizers, fuzz,
+#                                     release build or package)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=${1:-}
@@ -30,6 +33,12 @@ run_suites() {  # run_suites BUILD_DIR SUITES...
   if [[ $rc -ne 0 && ${fail:-0} -eq 0 ]]; then failed=$((failed + 1)); fi
 }
 
+run_script() {  # run_script NAME COMMAND...: one more test in the totals, like a meson test
+  local name=$1; shift
+  echo "== $name: $*"
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $name"; fi
+}
+
 setup() {  # setup DIR [meson options...]
   local dir=$1; shift
   if [[ ! -f $dir/build.ninja ]]; then
@@ -38,7 +47,8 @@ setup() {  # setup DIR [meson options...]
   ninja -C "$dir"
 }
 
-setup build
+# werror is for CI and developers; users' and packagers' builds leave it off (meson.build).
+setup build -Dwerror=true
 run_suites build unit golden corpus crash openstack ssh e2e
 
 if [[ $quick != --quick ]]; then
@@ -48,8 +58,13 @@ if [[ $quick != --quick ]]; then
   # <regex> once sanitizers change inlining; the plain build keeps werror on.
   setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=false
   run_suites build-asan unit golden corpus crash
-  CC=clang CXX=clang++ setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false
+  CC=clang CXX=clang++ setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dwerror=true
   run_suites build-fuzz fuzz
+  # What users, packagers and the benches build: -O3, NDEBUG.
+  setup build-release --buildtype=release -Dwerror=true
+  run_suites build-release unit golden
+  run_script deb bash tests/deb/deb_test.sh "$PWD"
 fi
 
 echo
