@@ -1,0 +1,388 @@
+// Regression tests for the holes the hardening issue lists (secrets at rest, keys, VIM
+// ownership, bounds, keys per loop pass, the poison-step guard, fencing), on real SQLite
+// files and the real executor.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+using engine::OpState;
+
+namespace {
+
+std::string source_root() {
+  const char* r = std::getenv("VNFLOW_SOURCE_ROOT");
+  return r != nullptr ? r : ".";
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "vnflow-hardening-XXXXXX").string();
+    path = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Every byte the database keeps on disk: the file and its WAL.
+std::string on_disk(const fs::path& db) {
+  return slurp(db) + slurp(db.string() + "-wal");
+}
+
+void sql(const fs::path& db, const std::string& statement) {
+  sqlite3* h = nullptr;
+  REQUIRE(sqlite3_open(db.c_str(), &h) == SQLITE_OK);
+  char* err = nullptr;
+  int rc = sqlite3_exec(h, statement.c_str(), nullptr, nullptr, &err);
+  INFO((err != nullptr ? err : ""));
+  sqlite3_free(err);
+  sqlite3_close(h);
+  REQUIRE(rc == SQLITE_OK);
+}
+
+std::string sql_text(const fs::path& db, const std::string& query) {
+  sqlite3* h = nullptr;
+  REQUIRE(sqlite3_open(db.c_str(), &h) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(h, query.c_str(), -1, &st, nullptr) == SQLITE_OK);
+  std::string out;
+  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != nullptr)
+    out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return out;
+}
+
+// Records what each call received; answers with its own stdout.
+struct Calls {
+  std::mutex mu;
+  std::vector<std::pair<std::string, json::object>> seen;  // key, inputs
+  std::set<std::string> applied;                           // keys applied (dedupe by key)
+  int status_calls = 0;
+};
+
+class RecordingExec : public actions::Action {
+ public:
+  explicit RecordingExec(std::shared_ptr<Calls> c, std::string out = "ok")
+      : c_(std::move(c)), out_(std::move(out)) {}
+  actions::Outcome run(const json::object& in, const actions::Context& ctx) const override {
+    std::lock_guard<std::mutex> l(c_->mu);
+    c_->seen.emplace_back(ctx.key, in);
+    c_->applied.insert(ctx.key);
+    std::string out = out_;
+    if (ctx.state.find("get_status") != std::string::npos)
+      out = std::to_string(++c_->status_calls);  // a poll that advances by its own count
+    return actions::Outcome::success(json::object{{"exit_code", 0},
+                                                  {"stdout", out},
+                                                  {"stderr", ""},
+                                                  {"truncated", false},
+                                                  {"duration_ms", 0}});
+  }
+
+ private:
+  std::shared_ptr<Calls> c_;
+  std::string out_;
+};
+
+struct Fixture {
+  TempDir dir;
+  fs::path db;
+  std::unique_ptr<engine::Store> store;
+  std::string package_id, instance_id;
+  std::shared_ptr<Calls> calls = std::make_shared<Calls>();
+
+  explicit Fixture(const std::string& package = source_root() + "/csar-samples/local-demo") {
+    db = dir.path / "vnflow.db";
+    reopen();
+    base::Diagnostics diags;
+    auto p = engine::onboard_package(*store, package, diags);
+    INFO(p.status().to_string());
+    REQUIRE(p.ok());
+    package_id = p.value().id;
+    auto i = engine::create_instance(*store, package_id, "test", "");
+    REQUIRE(i.ok());
+    instance_id = i.value().id;
+  }
+  void reopen() {
+    store.reset();
+    auto s = engine::open_sqlite_store(db.string());
+    INFO(s.status().to_string());
+    REQUIRE(s.ok());
+    store = std::move(s).value();
+  }
+  json::value instantiate_request(const std::string& extra = "") {
+    return json::parse(R"({"flavourId": "simple", "additionalParams": {"work_dir": ")" +
+                       (dir.path / "work").string() + R"(", "nodes": ["a"])" + extra + "}}");
+  }
+  base::Result<engine::OpRecord> request(const std::string& op, const json::value& body) {
+    base::Diagnostics diags;
+    return engine::request_operation(*store, instance_id, op, body, diags);
+  }
+  void run(const std::string& out = "ok") {
+    actions::Registry r;
+    r.add("local.exec", std::make_shared<RecordingExec>(calls, out));
+    engine::EngineOptions o;
+    o.workers = 2;
+    o.work_root = (dir.path / "wd").string();
+    o.poll = std::chrono::milliseconds(5);
+    engine::Engine e(*store, std::move(r), o);
+    e.run_until_idle();
+  }
+  OpState state(const std::string& op) { return store->get_op(op).value().state; }
+};
+
+}  // namespace
+
+TEST_CASE("secret fields are sealed at rest whatever their letter case (item 7)") {
+  Fixture f;
+  auto op = f.request("instantiate", f.instantiate_request(R"(, "ADMIN_PASSWORD": "value-one-A1",
+                         "ApiKey": "value-two-B2", "TOKEN": "value-three-C3",
+                         "Db": {"Private_Key": {"pem": "value-four-D4"}})"));
+  INFO(op.status().to_string());
+  REQUIRE(op.ok());
+  std::string disk = on_disk(f.db);
+  for (const char* v : {"value-one-A1", "value-two-B2", "value-three-C3", "value-four-D4"}) {
+    INFO(v);
+    CHECK(disk.find(v) == std::string::npos);
+  }
+  // Read back, the values are plain again (a map under a secret name included).
+  auto back = f.store->get_op(op.value().id).value();
+  const auto& ap = back.request.at("additionalParams");
+  CHECK(ap.at("ADMIN_PASSWORD") == "value-one-A1");
+  CHECK(ap.at("TOKEN") == "value-three-C3");
+  CHECK(ap.at("Db").at("Private_Key").at("pem") == "value-four-D4");
+}
+
+TEST_CASE("a missing or foreign key file is refused, never replaced by a new one (item 9)") {
+  Fixture f;
+  engine::VimRecord v;
+  v.id = "vim-1";
+  v.name = "cloud";
+  v.type = "openstack";
+  v.access = json::object{{"auth_url", "http://127.0.0.1:5000/v3"}, {"password", "pw-secret"}};
+  REQUIRE(f.store->put_vim(v).ok());
+  f.store.reset();
+  fs::path key = fs::canonical(f.db).string() + ".key";
+  REQUIRE(fs::exists(key));
+  std::string good = slurp(key);
+  fs::remove(key);
+  auto s = engine::open_sqlite_store(f.db.string());
+  REQUIRE(!s.ok());
+  CHECK(s.status().message().find("key file") != std::string::npos);
+  CHECK(s.status().message().find("missing") != std::string::npos);
+  CHECK(!fs::exists(key));  // no new key was made
+  // A key of another database.
+  TempDir other;
+  auto o = engine::open_sqlite_store((other.path / "x.db").string());
+  REQUIRE(o.ok());
+  o.value().reset();
+  fs::copy_file(other.path / "x.db.key", key);
+  s = engine::open_sqlite_store(f.db.string());
+  REQUIRE(!s.ok());
+  CHECK(s.status().message().find("does not open") != std::string::npos);
+  // The right key again: the VIM opens.
+  fs::remove(key);
+  {
+    std::ofstream out(key, std::ios::binary);
+    out << good;
+  }
+  fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write);
+  f.reopen();
+  CHECK(f.store->get_vim("vim-1", true).value().access.at("password") == "pw-secret");
+}
+
+TEST_CASE("an alias of the database (a symbolic link) shares its key file (item 4)") {
+  Fixture f;
+  f.store.reset();
+  fs::path alias = f.dir.path / "alias.db";
+  fs::create_symlink(f.db, alias);
+  auto s = engine::open_sqlite_store(alias.string());
+  REQUIRE(s.ok());
+  CHECK(!fs::exists(alias.string() + ".key"));
+}
+
+TEST_CASE("a sealed value moved to another record does not open and reaches no action (10)") {
+  Fixture f;
+  auto a = f.request("instantiate", f.instantiate_request(R"(, "db_password": "tenant-a-pw")"));
+  REQUIRE(a.ok());
+  std::string sealed = sql_text(f.db,
+                                "SELECT json_extract(request, "
+                                "'$.additionalParams.db_password') FROM ops WHERE id = '" +
+                                    a.value().id + "'");
+  REQUIRE(sealed.rfind("vnflow-sealed:", 0) == 0);
+  // Another operation of another instance whose stored request gets the sealed text.
+  REQUIRE(engine::fail_operation(*f.store, a.value().id, true).ok());
+  auto other = engine::create_instance(*f.store, f.package_id, "other", "");
+  REQUIRE(other.ok());
+  f.instance_id = other.value().id;
+  auto b = f.request("instantiate", f.instantiate_request(R"(, "db_password": "tenant-b-pw")"));
+  REQUIRE(b.ok());
+  sql(f.db, "UPDATE ops SET request = json_set(request, '$.additionalParams.db_password', '" +
+                sealed + "') WHERE id = '" + b.value().id + "'");
+  f.reopen();
+  auto rb = f.store->get_op(b.value().id).value();
+  CHECK(rb.request.at("additionalParams")
+            .at("db_password")
+            .as_string()
+            .starts_with("vnflow-sealed:"));
+  // The same value bound to a different field of the same record does not open either.
+  f.run();
+  for (const auto& [key, in] : f.calls->seen) {
+    INFO(key);
+    CHECK(json::serialize(in).find("tenant-a-pw") == std::string::npos);
+    CHECK(json::serialize(in).find("vnflow-sealed:") == std::string::npos);
+  }
+}
+
+TEST_CASE("a request may name a VIM but never change one it does not own (item 14)") {
+  Fixture f;
+  engine::VimRecord v;
+  v.id = "operators-vim";
+  v.name = "prod";
+  v.type = "openstack";
+  v.is_default = true;
+  v.access = json::object{{"auth_url", "https://keystone.example:5000/v3"},
+                          {"username", "admin"},
+                          {"password", "operator-pw"},
+                          {"project_name", "admin"}};
+  REQUIRE(f.store->put_vim(v).ok());
+  auto body = f.instantiate_request();
+  body.as_object()["vimConnectionInfo"] = json::array{json::object{
+      {"id", "c1"},
+      {"vimId", "operators-vim"},
+      {"vimType", "ETSINFV.OPENSTACK_KEYSTONE.V_3"},
+      {"interfaceInfo", {{"endpoint", "http://127.0.0.66:5000/v3"}}},
+      {"accessInfo", {{"username", "attacker"}, {"password", "x"}, {"project", "p"}}}}};
+  auto op = f.request("instantiate", body);
+  REQUIRE(!op.ok());
+  CHECK(op.status().message().find("does not own") != std::string::npos);
+  auto after = f.store->get_vim("operators-vim", true).value();
+  CHECK(after.access.at("password") == "operator-pw");
+  CHECK(after.access.at("auth_url") == "https://keystone.example:5000/v3");
+  CHECK(after.is_default);
+  // Naming it without accessInfo is fine; bringing a new VIM makes one owned by the instance.
+  body.as_object()["vimConnectionInfo"] = json::array{
+      json::object{{"id", "c1"},
+                   {"vimId", "new-vim"},
+                   {"vimType", "ETSINFV.OPENSTACK_KEYSTONE.V_3"},
+                   {"interfaceInfo", {{"endpoint", "http://127.0.0.1:5000/v3"}}},
+                   {"accessInfo", {{"username", "u"}, {"password", "x"}, {"project", "p"}}}}};
+  REQUIRE(f.request("instantiate", body).ok());
+  auto mine = f.store->get_vim("new-vim", false).value();
+  CHECK(mine.extra.at("registered_by_instance").as_string() == f.instance_id);
+}
+
+TEST_CASE("requests and names are bounded (item 16)") {
+  Fixture f;
+  std::string big(2 << 20, 'x');
+  auto op = f.request("instantiate", f.instantiate_request(R"(, "blob": ")" + big + "\""));
+  REQUIRE(!op.ok());
+  CHECK(op.status().message().find("limit") != std::string::npos);
+  auto n = engine::create_instance(*f.store, f.package_id, std::string(300, 'n'), "");
+  REQUIRE(!n.ok());
+  auto esc = engine::create_instance(*f.store, f.package_id, "evil\x1b[2Jname", "");
+  REQUIRE(!esc.ok());
+  CHECK(esc.status().message().find("control character") != std::string::npos);
+  CHECK(f.store->list_instances().value().size() == 1);
+}
+
+TEST_CASE("each visit of a state in a loop gets keys of its own (item 6)") {
+  TempDir pkgdir;
+  fs::path pkg = pkgdir.path / "pkg";
+  fs::copy(source_root() + "/csar-samples/local-demo", pkg, fs::copy_options::recursive);
+  // A poll loop: get_status -> choice -> wait -> get_status, until the third pass.
+  {
+    std::ofstream w(pkg / "Workflows" / "instantiate_end.yaml");
+    w << R"(description: a poll loop
+start: get_status
+states:
+  get_status:
+    action: local.exec
+    with:
+      shell: "echo polled"
+    timeout: 10s
+    next: check
+  check:
+    choice:
+      - when: ${int(trim(states.get_status.stdout)) >= 3}
+        next: done
+    default: pause
+  pause:
+    wait: 0
+    next: get_status
+  done:
+    succeed: true
+)";
+  }
+  fs::remove(pkg / "local-demo.mf");  // the manifest's digests no longer match
+  {
+    std::string meta = slurp(pkg / "TOSCA-Metadata" / "TOSCA.meta");
+    std::ofstream m(pkg / "TOSCA-Metadata" / "TOSCA.meta");
+    std::string out;
+    std::istringstream lines(meta);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("ETSI-Entry-Manifest", 0) != 0 && line.rfind("Entry-Manifest", 0) != 0)
+        out += line + "\n";
+    }
+    m << out;
+  }
+  Fixture f(pkg.string());
+  auto op = f.request("instantiate", f.instantiate_request());
+  INFO(op.status().to_string());
+  REQUIRE(op.ok());
+  f.run();
+  CHECK(f.state(op.value().id) == OpState::kCompleted);
+  std::vector<std::string> keys;
+  for (const auto& [key, in] : f.calls->seen) {
+    if (key.find("get_status") != std::string::npos)
+      keys.push_back(key);
+  }
+  REQUIRE(keys.size() == 3);
+  // Three passes, three keys: an action that dedupes by key applies each pass.
+  CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == 3);
+  CHECK(keys[0] == op.value().id + "/instantiate_end.get_status/1");
+  CHECK(keys[1] == op.value().id + "/instantiate_end.get_status@2/1");
+}
+
+TEST_CASE("op fail --force ends an active operation; its daemon's next commit is fenced (1)") {
+  Fixture f;
+  auto op = f.request("instantiate", f.instantiate_request());
+  REQUIRE(op.ok());
+  auto plain = engine::fail_operation(*f.store, op.value().id);
+  REQUIRE(!plain.ok());  // STARTING: only with force
+  auto forced = engine::fail_operation(*f.store, op.value().id, true);
+  REQUIRE(forced.ok());
+  CHECK(forced.value().state == OpState::kFailed);
+  // A batch for an operation that is no longer active is not written; the rest is.
+  engine::Batch b;
+  b.ops.push_back({op.value().id, OpState::kCompleted, std::string("{}"), false, "", 0, "x"});
+  engine::EventRecord e;
+  e.op_id = op.value().id;
+  e.seq = 99;
+  e.kind = "late";
+  b.events.push_back(e);
+  REQUIRE(f.store->apply({&b}).ok());
+  CHECK(b.fenced);
+  CHECK(f.state(op.value().id) == OpState::kFailed);
+  CHECK(f.store->history(op.value().id).value().empty());
+}
