@@ -11,7 +11,10 @@
 //                acting; ssh.put compares the remote SHA-256 first and skips an identical
 //                upload, writes to a temporary name and renames.
 //   Secrets      passwords, keys and passphrases never reach a message; a sudo password
-//                goes through stdin, never the command line.
+//                and every `env` value go through stdin, never the command line (which
+//                every user of the VM sees in ps): see remote_command().
+//   Paths        ssh.put / ssh.get take absolute paths, normalised lexically; "..", NUL,
+//                newlines and other control characters are refused before connecting.
 //
 // libssh is blocking: these actions run on the executor's worker threads. A session is
 // used by one thread at a time (taken from the pool, given back after).
@@ -556,21 +559,83 @@ ExecResult run_command(Lease& lease, const std::string& command, const std::stri
   return r;
 }
 
-// The remote command line: exports, then the command, under sudo when asked. A sudo
-// password (sudo -S) is written to stdin ahead of the command's own input.
-std::string command_line(const std::string& cmd, const json::object& env, const Context& ctx,
-                         bool sudo, bool sudo_with_password) {
-  std::string script;
+// The remote command line and what goes to its stdin. The command line carries no value
+// of `env` (ps shows it to every user of the VM); the values come first on stdin:
+//
+//   [sudo password "\n"]       read by sudo -S (when sudo asks; else skipped by the script)
+//   "vnflow-env N\n"            then N times: NAME "\n" VALUE "\n", each byte of VALUE
+//                               outside [A-Za-z0-9] as \0ooo (printf %b), so that newlines
+//                               and any other byte survive
+//   the state's own stdin       left unread for the command, byte for byte
+//
+// The preamble (plain POSIX sh: read, printf and export are builtins, nothing is exec'd
+// with a value in its argv) runs inside the sudo'd shell, so sudo's reset of the
+// environment does not lose the variables. `read` takes one line at a time from a pipe,
+// so the command's stdin starts exactly after the last variable.
+constexpr std::string_view kEnvHeader = "vnflow-env ";
+
+std::string env_preamble(bool skip_password_line) {
+  std::string p = "IFS= read -r vnflow_l || exit 125; ";
+  if (skip_password_line) {
+    // sudo did not ask (NOPASSWD, cached): the password line is still there; drop it.
+    p += "case $vnflow_l in 'vnflow-env '*) ;; *) IFS= read -r vnflow_l || exit 125;; esac; ";
+  }
+  p += "case $vnflow_l in 'vnflow-env '*) ;; *) echo 'vnflow: no environment on stdin' >&2; "
+       "exit 125;; esac; "
+       "vnflow_n=${vnflow_l#vnflow-env }; "
+       "while [ \"$vnflow_n\" -gt 0 ]; do "
+       "IFS= read -r vnflow_k && IFS= read -r vnflow_v || exit 125; "
+       "vnflow_v=$(printf '%bx' \"$vnflow_v\"); export \"$vnflow_k=${vnflow_v%x}\"; "
+       "vnflow_n=$((vnflow_n - 1)); done; "
+       "unset vnflow_l vnflow_n vnflow_k vnflow_v; ";
+  return p;
+}
+
+std::string encode_env_value(std::string_view v) {
+  std::string o;
+  o.reserve(v.size() * 2);
+  for (char c : v) {
+    auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) != 0) {
+      o += c;
+    } else {
+      o += "\\0";
+      o += static_cast<char>('0' + ((u >> 6) & 7));
+      o += static_cast<char>('0' + ((u >> 3) & 7));
+      o += static_cast<char>('0' + (u & 7));
+    }
+  }
+  return o;
+}
+
+struct RemoteCommand {
+  std::string line;   // the command line (no secrets)
+  std::string input;  // stdin: sudo password, environment, the command's own stdin
+};
+
+// `env` names are checked by the caller (valid_env_name) and values hold no NUL.
+RemoteCommand remote_command(const std::string& cmd, const json::object& env, const Context& ctx,
+                             bool sudo, const std::string& sudo_password,
+                             const std::string& stdin_data) {
+  bool with_password = sudo && !sudo_password.empty();
+  std::string script = env_preamble(with_password);
   script += "VNFLOW_IDEMPOTENCY_KEY=" + quote(ctx.key) + "; export VNFLOW_IDEMPOTENCY_KEY; ";
+  script += cmd;
+  RemoteCommand r;
+  if (!sudo)
+    r.line = "sh -c " + quote(script);
+  else
+    r.line = std::string(with_password ? "sudo -S -p '' " : "sudo -n ") + "sh -c " + quote(script);
+  if (with_password)
+    r.input = sudo_password + "\n";
+  r.input += std::string(kEnvHeader) + std::to_string(env.size()) + "\n";
   for (const auto& kv : env) {
     std::string v =
         kv.value().is_string() ? std::string(kv.value().get_string()) : json::serialize(kv.value());
-    script += std::string(kv.key()) + "=" + quote(v) + "; export " + std::string(kv.key()) + "; ";
+    r.input += std::string(kv.key()) + "\n" + encode_env_value(v) + "\n";
   }
-  script += cmd;
-  if (!sudo)
-    return "sh -c " + quote(script);
-  return std::string(sudo_with_password ? "sudo -S -p '' " : "sudo -n ") + "sh -c " + quote(script);
+  r.input += stdin_data;
+  return r;
 }
 
 bool valid_env_name(std::string_view k) {
@@ -581,12 +646,71 @@ bool valid_env_name(std::string_view k) {
   });
 }
 
-// Runs a helper command (sha256sum, mkdir, install) for put/get; its output is small.
+// Runs a helper command (sha256sum, mkdir, install, cat) for put/get.
 ExecResult helper(Lease& lease, const std::string& script, const Context& ctx, bool sudo,
-                  const std::string& sudo_password) {
-  std::string line = command_line(script, json::object{}, ctx, sudo, !sudo_password.empty());
-  return run_command(lease, line, sudo && !sudo_password.empty() ? sudo_password + "\n" : "", ctx,
-                     64 * 1024, nullptr);
+                  const std::string& sudo_password, size_t max_output = 64 * 1024) {
+  RemoteCommand rc = remote_command(script, json::object{}, ctx, sudo, sudo_password, "");
+  return run_command(lease, rc.line, rc.input, ctx, max_output, nullptr);
+}
+
+// A remote file path for ssh.put / ssh.get: absolute, normalised lexically ("//" and "."
+// components dropped); no ".." component, no control character (NUL, newline), not a
+// directory. Returns the normal form, or "" with `why`.
+std::string normal_remote_path(const std::string& path, std::string& why) {
+  auto shown = [&] {
+    std::string o = "\"";
+    for (char c : path.substr(0, 120)) {
+      auto u = static_cast<unsigned char>(c);
+      if (u < 0x20 || u == 0x7f) {
+        static const char kHex[] = "0123456789abcdef";
+        o += "\\x";
+        o += kHex[u >> 4];
+        o += kHex[u & 15];
+      } else {
+        o += c;
+      }
+    }
+    return o + (path.size() > 120 ? "\"..." : "\"");
+  };
+  if (path.empty()) {
+    why = "\"path\" is empty";
+    return "";
+  }
+  if (std::any_of(path.begin(), path.end(), [](char c) {
+        auto u = static_cast<unsigned char>(c);
+        return u < 0x20 || u == 0x7f;
+      })) {
+    why = "\"path\" " + shown() + " contains NUL, a newline or another control character";
+    return "";
+  }
+  if (path[0] != '/') {
+    why = "\"path\" " + shown() + " must be absolute (start with \"/\")";
+    return "";
+  }
+  if (path.back() == '/') {
+    why = "\"path\" " + shown() + " names a directory, not a file";
+    return "";
+  }
+  std::string out;
+  size_t b = 0;
+  while (b < path.size()) {
+    size_t e = path.find('/', b);
+    if (e == std::string::npos)
+      e = path.size();
+    std::string_view part(path.data() + b, e - b);
+    if (part == "..") {
+      why = "\"path\" " + shown() + " must not have \"..\" components";
+      return "";
+    }
+    if (!part.empty() && part != ".")
+      out += "/" + std::string(part);
+    b = e + 1;
+  }
+  if (out.empty() || path.substr(path.size() - 2) == "/.") {
+    why = "\"path\" " + shown() + " names a directory, not a file";
+    return "";
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -601,6 +725,11 @@ class SshAction : public Action {
     if (!read_target(in, name_, t, fail))
       return fail;
     std::string what = std::string(name_) + " on " + t.where();
+    // Wrong inputs fail before a connection is made (a VM that is still booting would
+    // otherwise delay an answer that cannot change).
+    std::string wrong = precheck(in);
+    if (!wrong.empty())
+      return Outcome::failure("invalid", what + ": " + wrong);
     Lease lease(t, ctx, what);
     if (!lease.open(fail))
       return fail;
@@ -622,6 +751,12 @@ class SshAction : public Action {
  protected:
   virtual Outcome call(const json::object& in, const Context& ctx, const Target& t, Lease& lease,
                        const std::string& what) const = 0;
+  // What is wrong with the inputs, found without the VM; "" when nothing.
+  virtual std::string precheck(const json::object&) const { return ""; }
+  static std::string path_problem(const json::object& in) {
+    std::string why;
+    return normal_remote_path(str_in(in, "path"), why).empty() ? why : "";
+  }
 
  private:
   const char* name_;
@@ -644,6 +779,10 @@ class SshExec final : public SshAction {
       if (!valid_env_name(kv.key()))
         return Outcome::failure("invalid", what + ": env name \"" + std::string(kv.key()) +
                                                "\" is not a shell variable name");
+      if (kv.value().is_string() &&
+          std::string_view(kv.value().get_string()).find('\0') != std::string_view::npos)
+        return Outcome::failure("invalid", what + ": env " + std::string(kv.key()) +
+                                               ": a variable cannot hold a NUL byte");
     }
     bool sudo = bool_in(in, "sudo");
     std::string sudo_password = str_in(in, "sudo_password");
@@ -663,14 +802,11 @@ class SshExec final : public SshAction {
         }
       }
     }
-    std::string stdin_data = str_in(in, "stdin");
-    if (sudo && !sudo_password.empty())
-      stdin_data = sudo_password + "\n" + stdin_data;
     size_t max_output =
         static_cast<size_t>(std::max<int64_t>(1, int_in(in, "max_output", kDefaultMaxOutput)));
+    RemoteCommand rc = remote_command(cmd, env, ctx, sudo, sudo_password, str_in(in, "stdin"));
     auto started = Clock::now();
-    ExecResult r = run_command(lease, command_line(cmd, env, ctx, sudo, !sudo_password.empty()),
-                               stdin_data, ctx, max_output, nullptr);
+    ExecResult r = run_command(lease, rc.line, rc.input, ctx, max_output, nullptr);
     if (!r.ok)
       return Outcome::failure(r.error_class, what + ": " + r.error);
     int64_t ms = std::chrono::duration_cast<milliseconds>(Clock::now() - started).count();
@@ -741,11 +877,13 @@ class SshPut final : public SshAction {
   SshPut() : SshAction("ssh.put") {}
 
  protected:
+  std::string precheck(const json::object& in) const override { return path_problem(in); }
   Outcome call(const json::object& in, const Context& ctx, const Target&, Lease& lease,
                const std::string& what) const override {
-    std::string path = str_in(in, "path");
-    if (path.empty() || path.find('\n') != std::string::npos)
-      return Outcome::failure("invalid", what + ": \"path\" must be a file path");
+    std::string why;
+    std::string path = normal_remote_path(str_in(in, "path"), why);
+    if (path.empty())
+      return Outcome::failure("invalid", what + ": " + why);
     std::string data;
     int given = 0;
     if (in.contains("content")) {
@@ -878,19 +1016,19 @@ class SshGet final : public SshAction {
   SshGet() : SshAction("ssh.get") {}
 
  protected:
+  std::string precheck(const json::object& in) const override { return path_problem(in); }
   Outcome call(const json::object& in, const Context& ctx, const Target&, Lease& lease,
                const std::string& what) const override {
-    std::string path = str_in(in, "path");
+    std::string why;
+    std::string path = normal_remote_path(str_in(in, "path"), why);
     if (path.empty())
-      return Outcome::failure("invalid", what + ": \"path\" is empty");
+      return Outcome::failure("invalid", what + ": " + why);
     size_t max = static_cast<size_t>(std::max<int64_t>(1, int_in(in, "max_bytes", kDefaultMaxGet)));
     std::string what_path = what + ": " + path;
     std::string data;
     if (bool_in(in, "sudo")) {
-      std::string pw = str_in(in, "sudo_password");
-      ExecResult r = run_command(
-          lease, command_line("cat -- " + quote(path), json::object{}, ctx, true, !pw.empty()),
-          pw.empty() ? "" : pw + "\n", ctx, max + 1, nullptr);
+      ExecResult r =
+          helper(lease, "cat -- " + quote(path), ctx, true, str_in(in, "sudo_password"), max + 1);
       if (!r.ok)
         return Outcome::failure(r.error_class, what_path + ": " + r.error);
       if (r.exit_code != 0)

@@ -402,3 +402,142 @@ TEST_CASE("ssh.put / ssh.get: content, package files, sudo, verify, idempotent r
   CHECK_FALSE(nf.ok);
   CHECK(nf.error_class == "invalid");
 }
+
+namespace {
+
+// 'text' for the local shell.
+std::string shq(const std::string& s) {
+  std::string o = "'";
+  for (char c : s)
+    o += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return o + "'";
+}
+// Runs CMD as root inside the VM's namespaces (tools/vms/vm.sh exec).
+std::string vm_exec(const std::string& vm, const std::string& cmd) {
+  return sh(E().vm_sh + " exec " + vm + " sh -c " + shq(cmd) + " 2>&1");
+}
+
+}  // namespace
+
+TEST_CASE("ssh.exec: env values go over stdin, byte for byte, never on a command line (ps)") {
+  if (!E().ready())
+    FAIL("run through tests/ssh/ssh_test.sh (no VMs given)");
+  const std::string& a = E().hosts[0];
+  const std::string& vm = E().vms[0];
+  // A user whose sudo asks for a password (sudo -S); the test user's sudo does not.
+  const std::string pw_user = "vnfpw", pw = "pw-Sudo-4711";
+  vm_exec(vm,
+          "id " + pw_user + " >/dev/null 2>&1 || useradd -m -s /bin/sh " + pw_user + "; echo " +
+              pw_user + ":" + pw + " | chpasswd; echo '" + pw_user +
+              " ALL=(ALL:ALL) ALL' > /etc/sudoers.d/91-vnfpw; chmod 440 /etc/sudoers.d/91-vnfpw");
+
+  const std::string marker = "Zq7-s3cr3t";
+  const std::string secret =
+      marker + " with  spaces 'single' \"double\" $HOME `id` \\n \\\\ %s\nsecond line\n\n";
+  const std::string own_stdin = "own stdin\nvnflow-env 1\n\nno newline at the end";
+  struct Mode {
+    const char* name;
+    bool sudo;
+    bool password_user;  // log in as pw_user, sudo -S with its password
+    bool password_given;
+  };
+  for (Mode m : {Mode{"no sudo", false, false, false}, Mode{"sudo -n", true, false, false},
+                 Mode{"sudo -S, sudo does not ask", true, false, true},
+                 Mode{"sudo -S, sudo asks", true, true, true}}) {
+    INFO(m.name);
+    json::object in = m.password_user
+                          ? json::object{{"host", a}, {"username", pw_user}, {"password", pw}}
+                          : target(a, true);
+    in["command"] = "sleep 2; id -u; printf '%s|' \"$DB_PASSWORD\" \"$PLAIN\"; cat";
+    in["env"] = json::object{{"DB_PASSWORD", secret}, {"PLAIN", "plain value"}};
+    in["stdin"] = own_stdin;
+    if (m.sudo)
+      in["sudo"] = true;
+    if (m.password_given)
+      in["sudo_password"] = m.password_user ? pw : "not-asked-Pw";
+    Outcome r;
+    std::thread t([&] { r = run("ssh.exec", in, context("env-ps")); });
+    // While the command sleeps, no process on the VM shows the value in its arguments.
+    std::vector<std::string> seen;
+    for (int i = 0; i < 8; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      seen.push_back(vm_exec(vm, "ps -ww -eo args"));
+    }
+    t.join();
+    bool saw_command = false, saw_secret = false;
+    for (const auto& ps : seen) {
+      saw_command = saw_command || ps.find("sleep 2") != std::string::npos;
+      saw_secret = saw_secret || ps.find(marker) != std::string::npos ||
+                   ps.find("plain value") != std::string::npos;
+    }
+    CHECK(saw_command);  // ps did look while the command ran
+    CHECK_FALSE(saw_secret);
+    INFO(r.message);
+    REQUIRE(r.ok);
+    std::string out(r.outputs.at("stdout").as_string());
+    size_t eol = out.find('\n');
+    REQUIRE(eol != std::string::npos);
+    CHECK((out.substr(0, eol) == "0") == m.sudo);  // root exactly when under sudo
+    // The value with its quotes, backslashes, newline and trailing newlines; then the
+    // state's own stdin exactly (no sudo password line, no environment left in it).
+    CHECK(out.substr(eol + 1) == secret + "|plain value|" + own_stdin);
+  }
+  vm_exec(vm, "rm -f /etc/sudoers.d/91-vnfpw; userdel -r " + pw_user + " 2>/dev/null; true");
+}
+
+TEST_CASE(
+    "ssh.put / ssh.get: remote paths are absolute and normalised; .., NUL, newlines refused") {
+  if (!E().ready())
+    FAIL("run through tests/ssh/ssh_test.sh (no VMs given)");
+  const std::string& a = E().hosts[0];
+  const std::string home = "/home/" + E().user;
+  auto put = [&](const std::string& host, const std::string& path) {
+    json::object in = target(host, true);
+    in["path"] = path;
+    in["content"] = "x\n";
+    in["connect_within"] = 20;
+    return run("ssh.put", in, context("put-path"));
+  };
+  auto get = [&](const std::string& path) {
+    json::object in = target(a, true);
+    in["path"] = path;
+    return run("ssh.get", in, context("get-path"));
+  };
+  struct Bad {
+    std::string path, why;
+  };
+  for (const Bad& b :
+       {Bad{"vnflow/relative.txt", "must be absolute"},
+        Bad{home + "/vnflow/../.profile", "must not have \"..\" components"},
+        Bad{"/tmp/..", "must not have \"..\" components"}, Bad{home + "/x\ny", "control character"},
+        Bad{home + "/x" + std::string(1, '\0') + "y", "control character"},
+        Bad{home + "/vnflow/", "names a directory"}, Bad{"", "is empty"}}) {
+    INFO(b.path);
+    auto p = put(a, b.path);
+    CHECK_FALSE(p.ok);
+    CHECK(p.error_class == "invalid");
+    CHECK(p.message.find(b.why) != std::string::npos);
+    auto g = get(b.path);
+    CHECK_FALSE(g.ok);
+    CHECK(g.error_class == "invalid");
+    CHECK(g.message.find(b.why) != std::string::npos);
+  }
+  CHECK(out_of(exec(a, "test -e ~/x || test -e ~/vnflow/relative.txt && echo found || true")) ==
+        "");
+  // Refused before connecting: a host where nothing answers does not delay the answer.
+  if (!E().down.empty()) {
+    auto t0 = Clock::now();
+    auto p = put(E().down, "../x");
+    CHECK(p.error_class == "invalid");
+    CHECK(Clock::now() - t0 < std::chrono::seconds(2));
+  }
+  // "//" and "." components are dropped; the output names the normal path.
+  auto ok = put(a, home + "//vnflow/./norm/f.txt");
+  INFO(ok.message);
+  REQUIRE(ok.ok);
+  CHECK(ok.outputs.at("path").as_string() == home + "/vnflow/norm/f.txt");
+  CHECK(out_of(exec(a, "cat ~/vnflow/norm/f.txt")) == "x\n");
+  auto back = get(home + "/./vnflow//norm/f.txt");
+  REQUIRE(back.ok);
+  CHECK(back.outputs.at("content") == "x\n");
+}
