@@ -78,6 +78,10 @@ struct ActionSpec {
   bool side_effects = true;  // needs a timeout; dispatch is checkpointed before it runs
   std::vector<Field> inputs;
   std::vector<std::vector<std::string>> one_of;  // exactly one of each group is required
+  // Inputs a shell runs as script text: a string, or an argv list whose shell script is
+  // the item after "-c" when argv[0] is a shell. Request values there must be quoted
+  // (W0043).
+  std::vector<std::string> shell_text;
   std::vector<Field> outputs;
   TypeRef output_type;  // object of `outputs`
 };

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <mutex>
@@ -142,6 +143,9 @@ std::shared_ptr<const ActionCatalog::Data> load_builtin() {
         group.emplace_back(one_of.item(g).item(k).scalar());
       spec.one_of.push_back(std::move(group));
     }
+    tosca::Node shell_text = a.get("shell_text");
+    for (size_t k = 0; shell_text && k < shell_text.size(); ++k)
+      spec.shell_text.emplace_back(shell_text.item(k).scalar());
     auto out = std::make_shared<Type>();
     out->kind = Type::Kind::kObject;
     out->name = spec.name + " outputs";
@@ -203,8 +207,9 @@ void check_value(const json::value& v, const Type& t, const std::string& path,
         bad("a boolean");
       return;
     case K::kInt:
-      if (!v.is_int64() && !v.is_uint64())
-        bad("an integer");
+      // 2^63 and more parse as uint64: out of the range every integer here is used in.
+      if (!v.is_int64())
+        bad(v.is_uint64() ? "an integer below 2^63" : "an integer");
       return;
     case K::kNumber:
       if (!v.is_number())
@@ -263,6 +268,86 @@ void check_value(const json::value& v, const Type& t, const std::string& path,
   }
 }
 
+namespace {
+
+constexpr std::string_view kSealedPrefix = "vnflow-sealed:";
+
+// Sealed values (the store's "vnflow-sealed:..." strings) are opened when read: one coming
+// in a request would be opened with the database key, as if vnflow had sealed it.
+void find_sealed(const json::value& v, const std::string& path,
+                 std::vector<std::string>& problems) {
+  auto sealed = [](std::string_view s) {
+    return s.substr(0, kSealedPrefix.size()) == kSealedPrefix;
+  };
+  if (v.is_string()) {
+    if (sealed(v.get_string()))
+      problems.push_back((path.empty() ? "request" : path) +
+                         ": sealed values are not accepted in requests");
+  } else if (v.is_array()) {
+    for (size_t i = 0; i < v.get_array().size(); ++i)
+      find_sealed(v.get_array()[i], path + "[" + std::to_string(i) + "]", problems);
+  } else if (v.is_object()) {
+    for (const auto& kv : v.get_object()) {
+      std::string sub = path + (path.empty() ? "" : ".") + std::string(kv.key());
+      if (sealed(kv.key()))
+        problems.push_back(sub + ": sealed values are not accepted in requests");
+      find_sealed(kv.value(), sub, problems);
+    }
+  }
+}
+
+// Integer fields of the request bodies and their ranges.
+struct IntBound {
+  std::string_view operation, field;
+  int64_t min, max;
+  std::string_view unit;
+};
+constexpr IntBound kIntBounds[] = {
+    {"terminate", "gracefulTerminationTimeout", 0, 86400, " seconds"},
+    {"scale", "numberOfSteps", 1, 1000, ""},
+};
+
+// Fields that only take SOL003's values.
+struct EnumField {
+  std::string_view operation, field;
+  std::vector<std::string_view> values;
+};
+const std::vector<EnumField>& enum_fields() {
+  static const std::vector<EnumField> kEnums = {
+      {"terminate", "terminationType", {"FORCEFUL", "GRACEFUL"}},
+      {"scale", "type", {"SCALE_OUT", "SCALE_IN"}},
+  };
+  return kEnums;
+}
+
+// Free-text fields; every other string field of a request body is an id or a name.
+constexpr size_t kMaxIdBytes = 255;
+constexpr size_t kMaxTextBytes = 4096;
+bool is_text_field(std::string_view f) {
+  return f == "vnfInstanceDescription" || f == "cause" || f == "healScript";
+}
+
+void check_string(const json::value& v, const std::string& path, bool text,
+                  std::vector<std::string>& problems) {
+  if (!v.is_string())
+    return;  // check_value said so
+  std::string_view s = v.get_string();
+  size_t max = text ? kMaxTextBytes : kMaxIdBytes;
+  if (s.size() > max) {
+    problems.push_back(path + ": longer than " + std::to_string(max) + " bytes (" +
+                       std::to_string(s.size()) + ")");
+    return;
+  }
+  bool control = std::any_of(s.begin(), s.end(), [&](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && !(text && (c == '\n' || c == '\t' || c == '\r'))) || u == 0x7f;
+  });
+  if (control)
+    problems.push_back(path + ": contains control characters");
+}
+
+}  // namespace
+
 std::vector<std::string> check_request(std::string_view operation, const json::value& request) {
   std::vector<std::string> problems;
   TypeRef t = request_type(operation);
@@ -275,6 +360,52 @@ std::vector<std::string> check_request(std::string_view operation, const json::v
     return problems;
   }
   check_value(request, *t, "", problems);
+  const json::object& o = request.get_object();
+  // Strings the request body declares (ids, names, SOL003 enums, a description): bounded.
+  // Inside additionalParams, extensions and the like only the whole request is bounded
+  // (by the engine).
+  for (const auto& f : t->fields) {
+    const json::value* v = o.if_contains(f.name);
+    if (v == nullptr)
+      continue;
+    if (f.type->kind == Type::Kind::kString) {
+      check_string(*v, f.name, is_text_field(f.name), problems);
+    } else if (f.type->kind == Type::Kind::kList && f.type->elem->kind == Type::Kind::kString &&
+               v->is_array()) {
+      if (v->get_array().size() > 1000)
+        problems.push_back(f.name + ": more than 1000 items");
+      for (size_t i = 0; i < v->get_array().size() && i < 1000; ++i)
+        check_string(v->get_array()[i], f.name + "[" + std::to_string(i) + "]", false, problems);
+    }
+  }
+  for (const auto& b : kIntBounds) {
+    if (b.operation != operation)
+      continue;
+    const json::value* v = o.if_contains(b.field);
+    if (v == nullptr || !v->is_int64())
+      continue;  // absent, or check_value said what is wrong
+    int64_t n = v->get_int64();
+    if (n < b.min || n > b.max)
+      problems.push_back(std::string(b.field) + ": must be an integer from " +
+                         std::to_string(b.min) + " to " + std::to_string(b.max) +
+                         std::string(b.unit) + ", not " + std::to_string(n));
+  }
+  for (const auto& e : enum_fields()) {
+    if (e.operation != operation)
+      continue;
+    const json::value* v = o.if_contains(e.field);
+    if (v == nullptr || !v->is_string())
+      continue;
+    if (std::find(e.values.begin(), e.values.end(), std::string_view(v->get_string())) ==
+        e.values.end()) {
+      std::string list;
+      for (auto x : e.values)
+        list += (list.empty() ? "" : " or ") + std::string(x);
+      problems.push_back(std::string(e.field) + ": must be " + list + ", not " +
+                         json::serialize(*v).substr(0, 40));
+    }
+  }
+  find_sealed(request, "", problems);
   return problems;
 }
 

@@ -828,6 +828,8 @@ class Compiler {
         continue;
       }
       check_template(with.value(i), f->type, scope, "input \"" + k + "\"");
+      if (std::find(spec.shell_text.begin(), spec.shell_text.end(), k) != spec.shell_text.end())
+        check_shell_text(with.value(i), scope, spec.name, k);
     }
     for (const auto& f : spec.inputs) {
       if (f.required && !(with && with.get(f.name)))
@@ -845,6 +847,57 @@ class Compiler {
         diags_.error("W0012", with ? with.location() : where,
                      who + ": action \"" + spec.name + "\" needs exactly one of " + list);
       }
+    }
+  }
+
+  // W0043: a request value put into text a shell runs, unquoted. `n` is the input's value:
+  // the script text, or an argv list whose script is the item after "-c" when argv[0] is a
+  // shell (sh -c SCRIPT, bash -ec SCRIPT ...). Other argv items are not parsed by a shell.
+  void check_shell_text(tosca::Node n, const TypeScope& scope, const std::string& action,
+                        const std::string& input) {
+    if (n.is_seq()) {
+      if (n.size() < 2 || !n.item(0).is_scalar())
+        return;
+      std::string_view prog = n.item(0).scalar();
+      prog = prog.substr(
+          prog.find_last_of('/') == std::string_view::npos ? 0 : prog.find_last_of('/') + 1);
+      static const std::set<std::string_view> kShells = {"sh",  "bash", "dash", "ash",
+                                                         "ksh", "zsh",  "mksh", "busybox"};
+      if (kShells.count(prog) == 0)
+        return;
+      for (size_t i = 1; i + 1 < n.size(); ++i) {
+        std::string_view a = n.item(i).scalar();
+        if (a.size() < 2 || a[0] != '-' || a[1] == '-')
+          continue;
+        if (a.find('c') != std::string_view::npos) {
+          check_shell_text(n.item(i + 1), scope, action, input + "[" + std::to_string(i + 1) + "]");
+          return;
+        }
+      }
+      return;
+    }
+    if (!n.is_scalar() || n.scalar().find("${") == std::string_view::npos)
+      return;
+    std::vector<StringPart> parts;
+    std::string err;
+    uint32_t off = 0;
+    if (!split_template_string(n.scalar(), parts, &err, &off))
+      return;  // W0020 already
+    for (const auto& p : parts) {
+      if (!p.is_expr)
+        continue;
+      auto e = Expr::parse(p.text, &err, &off);
+      if (!e || !carries_request_text(*e, scope))
+        continue;
+      std::string text = p.text;
+      size_t b = text.find_first_not_of(" \t\n");
+      size_t en = text.find_last_not_of(" \t\n");
+      text = b == std::string::npos ? text : text.substr(b, en - b + 1);
+      diags_.warning("W0043", shifted(n, p.offset - 2),
+                     "\"${" + text + "}\" puts a request value unquoted into the shell text of " +
+                         action + " input \"" + input +
+                         "\" (\"x; rm -rf ~\" would run a command); write ${shellquote(" + text +
+                         ")}, or pass the value in env: and write \"$NAME\"");
     }
   }
 
@@ -875,6 +928,7 @@ class Compiler {
           s.for_each = std::string(fe.scalar().substr(2, fe.scalar().size() - 3));
           s.for_each_expr = Expr::parse(s.for_each, &err, &off);
         }
+        scope.item_from_request = s.for_each_expr && carries_request_text(*s.for_each_expr, scope);
         scope.item_name = s.as;
         scope.item = lt->kind == K::kList ? lt->elem : any_type();
         if (s.as == "request" || s.as == "instance" || s.as == "vnfd" || s.as == "op" ||

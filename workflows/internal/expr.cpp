@@ -1,5 +1,6 @@
 #include "workflows/internal/expr.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -450,6 +451,28 @@ R type_error(const Expr& e, std::string what) {
 
 R eval(const Expr& e, const Scope& s);
 
+// A value for a message: in double quotes, `"` and `\\` escaped, bytes outside printable
+// ASCII as \\xNN, cut at 80 bytes.
+std::string quoted_for_message(std::string_view s) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size() && i < 80; ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  out += s.size() > 80 ? "\"..." : "\"";
+  return out;
+}
+
 R eval_call(const Expr& e, const Scope& s) {
   const std::string& f = e.name;
   if (f == "default") {
@@ -557,6 +580,19 @@ R eval_call(const Expr& e, const Scope& s) {
       out += interpolate(item);
     }
     return json::value(out);
+  }
+  if (f == "shellquote")
+    return json::value(shell_quote(interpolate(args[0])));
+  if (f == "pathsafe") {
+    if (!args[0].is_string() && !is_int(args[0]))
+      return type_error(e, "pathsafe() of " + kind_name(args[0]));
+    std::string t = interpolate(args[0]);
+    if (!is_safe_path_component(t))
+      return base::Status::InvalidArgument(
+          "pathsafe(): " + quoted_for_message(t) +
+          " is not a safe file name (1 to 255 of A-Z a-z 0-9 . _ -, not \".\" or \"..\", "
+          "not starting with \"-\")");
+    return json::value(t);
   }
   if (f == "keys") {
     if (!args[0].is_object())
@@ -945,7 +981,8 @@ class Checker {
     static const Sig kSigs[] = {{"default", 2, 2}, {"len", 1, 1},    {"contains", 2, 3},
                                 {"merge", 2, 2},   {"string", 1, 1}, {"int", 1, 1},
                                 {"json", 1, 1},    {"join", 2, 2},   {"keys", 1, 1},
-                                {"trim", 1, 1},    {"find", 3, 3}};
+                                {"trim", 1, 1},    {"find", 3, 3},   {"shellquote", 1, 1},
+                                {"pathsafe", 1, 1}};
     const Sig* sig = nullptr;
     for (const auto& s : kSigs) {
       if (e.name == s.name)
@@ -997,8 +1034,14 @@ class Checker {
       }
       return args[0]->kind == K::kMap ? args[0] : make_type(K::kMap, prim(K::kAny));
     }
-    if (f == "string" || f == "json" || f == "trim")
+    if (f == "string" || f == "json" || f == "trim" || f == "shellquote")
       return prim(K::kString);
+    if (f == "pathsafe") {
+      if (args[0]->kind != K::kAny && args[0]->kind != K::kString && args[0]->kind != K::kInt)
+        error(*e.kids[0], "W0013",
+              "pathsafe() needs a string or an integer, not " + to_string(*args[0]));
+      return prim(K::kString);
+    }
     if (f == "int")
       return prim(K::kInt);
     if (f == "join") {
@@ -1082,6 +1125,47 @@ TypeRef check_expr(const Expr& e, const TypeScope& scope, std::vector<TypeError>
   return Checker(scope, errors).check(e);
 }
 
+bool carries_request_text(const Expr& e, const TypeScope& scope) {
+  // A number or a boolean cannot carry text into a command line.
+  std::vector<TypeError> ignored;
+  TypeRef t = check_expr(e, scope, ignored);
+  if (t->kind == K::kInt || t->kind == K::kNumber || t->kind == K::kBool || t->kind == K::kNull)
+    return false;
+  auto any_kid = [&] {
+    return std::any_of(e.kids.begin(), e.kids.end(),
+                       [&](const auto& k) { return carries_request_text(*k, scope); });
+  };
+  switch (e.op) {
+    case Expr::Op::kLiteral:
+    case Expr::Op::kMap:
+    case Expr::Op::kNot:
+    case Expr::Op::kNeg:
+      return false;
+    case Expr::Op::kRoot:
+      return e.name == "request" ||
+             (!scope.item_name.empty() && e.name == scope.item_name && scope.item_from_request);
+    case Expr::Op::kField:
+      if (e.kids[0]->op == Expr::Op::kRoot && e.kids[0]->name == "states")
+        return false;
+      return carries_request_text(*e.kids[0], scope);
+    case Expr::Op::kIndex:
+      // The value comes from the indexed collection; the index only selects.
+      return carries_request_text(*e.kids[0], scope);
+    case Expr::Op::kCall:
+      if (e.name == "shellquote" || e.name == "pathsafe" || e.name == "int" || e.name == "len" ||
+          e.name == "contains")
+        return false;
+      return any_kid();
+    case Expr::Op::kList:
+      return any_kid();
+    case Expr::Op::kBinary:
+      if (e.name != "+" && e.name != "-" && e.name != "*" && e.name != "/" && e.name != "%")
+        return false;  // comparisons, && and ||: booleans
+      return any_kid();
+  }
+  return true;
+}
+
 bool split_template_string(std::string_view s, std::vector<StringPart>& parts, std::string* error,
                            uint32_t* error_offset) {
   size_t pos = 0;
@@ -1126,6 +1210,26 @@ bool split_template_string(std::string_view s, std::vector<StringPart>& parts, s
     pos = i + 1;
   }
   return true;
+}
+
+std::string shell_quote(std::string_view s) {
+  std::string o = "'";
+  for (char c : s) {
+    if (c == '\'')
+      o += "'\\''";
+    else
+      o += c;
+  }
+  return o + "'";
+}
+
+bool is_safe_path_component(std::string_view s) {
+  if (s.empty() || s.size() > 255 || s == "." || s == ".." || s[0] == '-')
+    return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+  });
 }
 
 std::string interpolate(const json::value& v) {

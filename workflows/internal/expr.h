@@ -51,6 +51,8 @@ struct TypeScope {
   std::string item_name;  // fan-out variable, "" outside a fan-out
   TypeRef item;
   TypeRef self;  // in a compensation
+  // The fan-out list is read from the request, so each item is a request value.
+  bool item_from_request = false;
 };
 
 struct TypeError {
@@ -62,6 +64,11 @@ struct TypeError {
 // Type-checks `e`; returns its type, appends problems to `errors`.
 TypeRef check_expr(const Expr& e, const TypeScope& scope, std::vector<TypeError>& errors);
 
+// True when `e`'s value may carry text of the request (a string read from `request`
+// directly, or through the fan-out item of a list read from it) not made safe by
+// shellquote(), pathsafe() or a conversion to a number or a boolean. For W0043.
+bool carries_request_text(const Expr& e, const TypeScope& scope);
+
 // Splits a string into literal text and `${...}` parts. Returns false (with *error and
 // *error_offset) for an unterminated `${`.
 struct StringPart {
@@ -71,6 +78,12 @@ struct StringPart {
 };
 bool split_template_string(std::string_view s, std::vector<StringPart>& parts, std::string* error,
                            uint32_t* error_offset);
+
+// shellquote(): `s` in POSIX single quotes, always quoted ('' for ""; a quote as '\'').
+std::string shell_quote(std::string_view s);
+// pathsafe(): one file name a path cannot escape from: 1 to 255 bytes of [A-Za-z0-9._-],
+// not "." or "..", not starting with "-" (an option to the command that gets it).
+bool is_safe_path_component(std::string_view s);
 
 // Renders a JSON value for string interpolation (strings as they are, others as JSON).
 std::string interpolate(const json::value& v);

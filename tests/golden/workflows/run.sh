@@ -5,7 +5,8 @@
 #
 # From SOURCE_ROOT, for every tests/golden/workflows/<CODE>-<what>.yaml:
 #   vnflow workflow check FILE --op OP   (OP from a "# op: OP" line, else instantiate)
-# must exit 1, print exactly <CODE>-<what>.expected on stderr, and report <CODE>.
+# must print exactly <CODE>-<what>.expected on stderr, report <CODE>, and exit 1, or 0
+# for a warning (a code whose docs/diagnostics.md heading ends in "(warning)").
 # Every tests/golden/workflows/good/*.yaml must compile (exit 0, nothing on stderr).
 # Every W code documented in docs/diagnostics.md (except W0040 and W0050, which need a
 # package) must have a fixture, and every fixture's code must be documented.
@@ -35,6 +36,11 @@ op_of() {
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+declare -A warning_codes=()
+while read -r code; do
+  warning_codes[$code]=1
+done < <(sed -n 's/^### \(W[0-9]\{4\}\)\b.*(warning)$/\1/p' docs/diagnostics.md)
+
 declare -A fixture_codes=()
 count=0
 for yaml in "$dir"/W[0-9][0-9][0-9][0-9]-*.yaml; do
@@ -50,11 +56,15 @@ for yaml in "$dir"/W[0-9][0-9][0-9][0-9]-*.yaml; do
   if [[ ${UPDATE_GOLDEN:-} == 1 ]]; then
     cp "$tmp/err" "$expected"
   fi
-  if [[ $rc -ne 1 ]]; then
-    fail "$name: exit status $rc, expected 1"
+  want_rc=1 severity=error
+  if [[ -n ${warning_codes[$code]:-} ]]; then
+    want_rc=0 severity=warning
   fi
-  if ! grep -q "\[$code\]\$" "$tmp/err"; then
-    fail "$name: no diagnostic with code $code"
+  if [[ $rc -ne $want_rc ]]; then
+    fail "$name: exit status $rc, expected $want_rc"
+  fi
+  if ! grep -q ": $severity: .*\[$code\]\$" "$tmp/err"; then
+    fail "$name: no $severity with code $code"
   fi
   if [[ ! -f $expected ]]; then
     fail "$name: $expected is missing (UPDATE_GOLDEN=1 writes it)"

@@ -172,3 +172,229 @@ TEST_CASE("a hook that is not a workflow is refused with the reason") {
             (d.code == "W0040" && d.message.find("which vnflow cannot run") != std::string::npos);
   CHECK(found);
 }
+
+namespace {
+
+base::Result<json::value> try_eval(const std::string& text, const json::value& request) {
+  std::string err;
+  uint32_t off = 0;
+  auto e = Expr::parse(text, &err, &off);
+  REQUIRE(e);
+  workflows::Scope s;
+  s.request = &request;
+  return e->evaluate(s);
+}
+
+// What /bin/sh makes of WORD: the arguments it splits it into, each followed by "|".
+std::string sh_words(const std::string& word) {
+  std::string cmd = "printf '%s|' " + word;
+  std::string quoted_cmd = "sh -c " + workflows::shell_quote(cmd);
+  std::string out;
+  FILE* p = ::popen(quoted_cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0)
+    out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+std::vector<std::string> compile_diags(const std::string& yaml, bool* compiled = nullptr) {
+  base::Diagnostics diags;
+  auto m = workflows::compile_file("wf.yaml", yaml, "instantiate", "instantiate_end", diags);
+  if (compiled != nullptr)
+    *compiled = m != nullptr;
+  std::vector<std::string> out;
+  for (const auto& d : diags.sorted())
+    out.push_back(base::to_string(d));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("shellquote() makes one shell word of any value") {
+  json::value req = json::parse(R"({"additionalParams": {"n": 7}})");
+  CHECK(eval("shellquote('a b')", req) == "'a b'");
+  CHECK(eval("shellquote(\"it's\")", req) == "'it'\\''s'");
+  CHECK(eval("shellquote('')", req) == "''");
+  CHECK(eval("shellquote(request.additionalParams.n)", req) == "'7'");
+  for (std::string hostile : {"x; touch /tmp/pwned", "$(id) `id` $HOME", "a'b\"c\\d", "\n-rf *",
+                              "'", "''", "tab\there"}) {
+    INFO(hostile);
+    auto q = eval("shellquote(request.v)", json::object{{"v", hostile}});
+    CHECK(sh_words(std::string(q.as_string())) == hostile + "|");
+  }
+  CHECK(type_errors("shellquote(request.aspectId)").empty());
+  CHECK(type_errors("shellquote(1, 2)") ==
+        std::vector<std::string>{"W0013 shellquote() takes 1 arguments, not 2"});
+}
+
+TEST_CASE("pathsafe() lets only a plain file name through") {
+  json::value req = json::parse(R"({"n": 42})");
+  CHECK(eval("pathsafe('node-a.conf_1')", req) == "node-a.conf_1");
+  CHECK(eval("pathsafe(request.n)", req) == "42");
+  CHECK(eval("pathsafe('.hidden')", req) == ".hidden");
+  CHECK(eval("pathsafe('" + std::string(255, 'a') + "')", req).as_string() ==
+        std::string(255, 'a'));
+  for (const std::string& bad :
+       std::vector<std::string>{"../../victim", "..", ".", "", "a/b", "/etc", "-rf", "x; rm", "a b",
+                                std::string(256, 'a'), "caf\xc3\xa9", "a\nb"}) {
+    INFO(bad);
+    auto v = try_eval("pathsafe(request.v)", json::object{{"v", bad}});
+    REQUIRE_FALSE(v.ok());
+    CHECK(v.status().message().rfind("pathsafe(): \"", 0) == 0);
+    CHECK(v.status().message().find("is not a safe file name") != std::string::npos);
+  }
+  // The value is named, escaped: no raw newline or non-ASCII byte reaches a message.
+  CHECK(try_eval("pathsafe(request.v)", json::object{{"v", "../../victim"}}).status().message() ==
+        "pathsafe(): \"../../victim\" is not a safe file name (1 to 255 of A-Z a-z 0-9 . _ -, "
+        "not \".\" or \"..\", not starting with \"-\")");
+  auto nl = try_eval("pathsafe(request.v)", json::object{{"v", "a\nb\xc3\xa9\""}});
+  CHECK(nl.status().message().rfind("pathsafe(): \"a\\x0ab\\xc3\\xa9\\\"\" is", 0) == 0);
+  CHECK_FALSE(try_eval("pathsafe(request.v)", json::object{{"v", json::array{}}}).ok());
+  CHECK(type_errors("pathsafe(request.aspectId)").empty());
+  CHECK(type_errors("pathsafe(request.numberOfSteps)").empty());
+  CHECK(type_errors("pathsafe(instance.vnfcs)") ==
+        std::vector<std::string>{"W0013 pathsafe() needs a string or an integer, not list(vnfc)"});
+}
+
+TEST_CASE("a request value put unquoted into shell text is a warning (W0043), not an error") {
+  const std::string head = R"(start: s
+states:
+  done:
+    succeed: true
+  s:
+    action: local.exec
+)";
+  bool compiled = false;
+  auto d = compile_diags(head + R"(    with:
+      shell: mkdir -p /x/${request.additionalParams.name}
+    timeout: 10s
+    next: done
+)",
+                         &compiled);
+  CHECK(compiled);  // a warning does not stop the machine
+  REQUIRE(d.size() == 1);
+  CHECK(d[0] ==
+        "wf.yaml:8:26: warning: \"${request.additionalParams.name}\" puts a request value unquoted "
+        "into the shell text of local.exec input \"shell\" (\"x; rm -rf ~\" would run a "
+        "command); write ${shellquote(request.additionalParams.name)}, or pass the value in "
+        "env: and write \"$NAME\" [W0043]");
+
+  auto count = [&](const std::string& with) {
+    auto ds = compile_diags(head + with);
+    int n = 0;
+    for (const auto& x : ds) {
+      INFO(x);
+      CHECK(x.find("[W0043]") != std::string::npos);
+      n += 1;
+    }
+    return n;
+  };
+  // Reported: direct reads, through default()/string()/+, the item of a request list, the
+  // script of sh -c, ssh.exec's command.
+  CHECK(count("    with: {shell: \"echo ${default(request.additionalParams.x, 'a')} "
+              "${string(request.flavourId)} ${'a' + request.flavourId}\"}\n"
+              "    timeout: 1s\n    next: done\n") == 3);
+  CHECK(count("    for_each: ${request.additionalParams.nodes}\n    as: node\n"
+              "    with: {shell: \"touch ${node}\"}\n    timeout: 1s\n    next: done\n") == 1);
+  CHECK(count("    with: {command: [/bin/bash, -ec, \"touch ${request.flavourId}\"]}\n"
+              "    timeout: 1s\n    next: done\n") == 1);
+  CHECK(count("    for_each: ${request.additionalParams.nodes}\n    with: {shell: \"true\"}\n"
+              "    timeout: 1s\n    next: done\n    compensate:\n      action: local.exec\n"
+              "      with: {shell: \"rm ${item}\"}\n      timeout: 1s\n") == 1);
+  CHECK(compile_diags(R"(start: s
+states:
+  s:
+    action: ssh.exec
+    with: {host: h, username: u, command: "systemctl restart ${request.flavourId}"}
+    timeout: 10s
+    next: done
+  done:
+    succeed: true
+)")
+            .size() == 1);
+  // Not reported: quoted, checked, numbers and booleans, other roots, env, plain argv.
+  CHECK(count("    with: {shell: \"echo ${shellquote(request.flavourId)} "
+              "${pathsafe(request.flavourId)} ${int(request.additionalParams.n)} "
+              "${len(request.additionalParams.nodes)} ${request.flavourId == 'a'} "
+              "${default(request.additionalParams.n, 1) > 2} ${instance.id} ${op.id}\"}\n"
+              "    timeout: 1s\n    next: done\n") == 0);
+  CHECK(count("    for_each: ${instance.vnfcs}\n    as: node\n"
+              "    with: {shell: \"ping ${node.address}\"}\n    timeout: 1s\n    next: done\n") ==
+        0);
+  CHECK(count("    with: {shell: \"mkdir \\\"$D\\\"\", env: {D: \"${request.flavourId}\"}}\n"
+              "    timeout: 1s\n    next: done\n") == 0);
+  CHECK(count("    with: {command: [mkdir, -p, \"${request.flavourId}\"], "
+              "stdin: \"${request.flavourId}\"}\n    timeout: 1s\n    next: done\n") == 0);
+}
+
+TEST_CASE("requests: integers are int64 within their bounds, strings bounded, no sealed values") {
+  auto problems = [](const char* op, const std::string& body) {
+    return workflows::check_request(op, json::parse(body));
+  };
+  using V = std::vector<std::string>;
+  // gracefulTerminationTimeout: seconds, 0..86400.
+  CHECK(
+      problems("terminate", R"({"terminationType": "GRACEFUL", "gracefulTerminationTimeout": 30})")
+          .empty());
+  CHECK(problems("terminate", R"({"terminationType": "GRACEFUL", "gracefulTerminationTimeout": 0})")
+            .empty());
+  CHECK(problems("terminate",
+                 R"({"terminationType": "GRACEFUL", "gracefulTerminationTimeout": 86400})")
+            .empty());
+  CHECK(problems("terminate", R"({"terminationType": "GRACEFUL",
+                                  "gracefulTerminationTimeout": 9223372036854775807})") ==
+        V{"gracefulTerminationTimeout: must be an integer from 0 to 86400 seconds, not "
+          "9223372036854775807"});
+  CHECK(problems("terminate",
+                 R"({"terminationType": "GRACEFUL", "gracefulTerminationTimeout": -5})") ==
+        V{"gracefulTerminationTimeout: must be an integer from 0 to 86400 seconds, not -5"});
+  CHECK(problems("terminate",
+                 R"({"terminationType": "GRACEFUL", "gracefulTerminationTimeout": 2.5})") ==
+        V{"gracefulTerminationTimeout: expected an integer, found 2.5E0"});
+  CHECK(problems("terminate", R"({"terminationType": "SOMETIMES"})") ==
+        V{"terminationType: must be FORCEFUL or GRACEFUL, not \"SOMETIMES\""});
+  // numberOfSteps: 1..1000; 2^64-1 is not an int64.
+  CHECK(problems("scale", R"({"type": "SCALE_OUT", "aspectId": "a", "numberOfSteps": 1000})")
+            .empty());
+  CHECK(problems("scale", R"({"type": "SCALE_OUT", "aspectId": "a",
+                              "numberOfSteps": 18446744073709551615})") ==
+        V{"numberOfSteps: expected an integer below 2^63, found 18446744073709551615"});
+  CHECK(problems("scale", R"({"type": "SCALE_OUT", "aspectId": "a",
+                              "numberOfSteps": 9223372036854775807})") ==
+        V{"numberOfSteps: must be an integer from 1 to 1000, not 9223372036854775807"});
+  CHECK(problems("scale", R"({"type": "SCALE_IN", "aspectId": "a", "numberOfSteps": 0})") ==
+        V{"numberOfSteps: must be an integer from 1 to 1000, not 0"});
+  CHECK(problems("scale", R"({"type": "SCALE_UP", "aspectId": "a"})") ==
+        V{"type: must be SCALE_OUT or SCALE_IN, not \"SCALE_UP\""});
+  // Ids and names: at most 255 bytes, no control characters; descriptions 4096 bytes.
+  std::string id255(255, 'f'), id256(256, 'f');
+  CHECK(problems("instantiate", R"({"flavourId": ")" + id255 + "\"}").empty());
+  CHECK(problems("instantiate", R"({"flavourId": ")" + id256 + "\"}") ==
+        V{"flavourId: longer than 255 bytes (256)"});
+  CHECK(problems("instantiate", R"({"flavourId": "a\nb"})") ==
+        V{"flavourId: contains control characters"});
+  CHECK(problems("heal", R"({"vnfcInstanceId": ["ok", ")" + id256 + "\"]}") ==
+        V{"vnfcInstanceId[1]: longer than 255 bytes (256)"});
+  CHECK(problems("heal", R"({"cause": "two\nlines"})").empty());
+  CHECK(
+      problems("modify_info", R"({"vnfInstanceDescription": ")" + std::string(4097, 'd') + "\"}") ==
+      V{"vnfInstanceDescription: longer than 4096 bytes (4097)"});
+  // Sealed values never come from a request: not as a value, in a list, or as a key.
+  CHECK(problems("instantiate", R"({"flavourId": "simple", "additionalParams":
+                                    {"db": {"password": "vnflow-sealed:s1:AAAA"}}})") ==
+        V{"additionalParams.db.password: sealed values are not accepted in requests"});
+  CHECK(problems("instantiate", R"({"flavourId": "simple", "vimConnectionInfo":
+                                    [{"accessInfo": {"password": "vnflow-sealed:j1:x"}}]})") ==
+        V{"vimConnectionInfo[0].accessInfo.password: sealed values are not accepted in requests"});
+  CHECK(problems("instantiate", R"({"flavourId": "vnflow-sealed:s1:x"})") ==
+        V{"flavourId: sealed values are not accepted in requests"});
+  CHECK(problems("instantiate",
+                 R"({"flavourId": "simple", "additionalParams": {"vnflow-sealed:k": 1}})") ==
+        V{"additionalParams.vnflow-sealed:k: sealed values are not accepted in requests"});
+  CHECK(problems("instantiate",
+                 R"({"flavourId": "simple", "additionalParams": {"note": "not vnflow-sealed:"}})")
+            .empty());
+}
