@@ -107,10 +107,11 @@ check "the .deb exists ($deb)" test -f "$deb"
 
 # ---- 2. lintian
 log "lintian"
-lintian --fail-on error,warning --show-overrides "$changes" >"$work/lintian.log" 2>&1
-lintian_rc=$?
-cat "$work/lintian.log"
-check "lintian: no error, no warning outside debian/vnflow.lintian-overrides" test "$lintian_rc" -eq 0
+# Shown with the informational tags and the overridden ones (which --show-overrides would
+# also count for --fail-on); the verdict comes from a second run without them.
+lintian -I --show-overrides --fail-on none "$changes" 2>&1 | grep -v 'root privileges'
+check "lintian: no error, no warning outside debian/vnflow.lintian-overrides" \
+  logged "$work/lintian.log" lintian --fail-on error,warning "$changes"
 
 # ---- 3. install
 log "apt-get install $deb"
