@@ -363,6 +363,13 @@ void read_some(int& fd, Capture& cap) {
 class LocalExec : public Action {
  public:
   Outcome run(const json::object& in, const Context& ctx) const override {
+    // A hook that closes its stdin early makes our writes fail with EPIPE: SIGPIPE stays
+    // blocked on this thread whatever the process does with it (the hook's own mask and
+    // dispositions are reset before it starts).
+    sigset_t pipe_set;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    ::pthread_sigmask(SIG_BLOCK, &pipe_set, nullptr);
     Plan p;
     if (const json::value* c = in.if_contains("command")) {
       for (const auto& a : c->as_array())

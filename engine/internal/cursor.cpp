@@ -64,7 +64,10 @@ json::value Cursor::to_json() const {
       x["vi"] = d.visit;
     ds.push_back(std::move(x));
   }
-  json::object o{{"cur", cur}, {"started", started}, {"seq", seq}, {"items", std::move(its)}};
+  json::object o{{"cur", cur}, {"started", started}, {"seq", seq}};
+  json::object body_holder;
+  json::object& body = seal_body ? body_holder : o;
+  body["items"] = std::move(its);
   if (visit != 1)
     o["visit"] = visit;
   if (!visits.empty()) {
@@ -80,9 +83,11 @@ json::value Cursor::to_json() const {
     o["sst"] = std::move(a);
   }
   if (!values.empty())
-    o["values"] = values;
+    body["values"] = values;
   if (!ds.empty())
-    o["done"] = std::move(ds);
+    body["done"] = std::move(ds);
+  if (seal_body)
+    o["secret_body"] = std::move(body_holder);
   if (rb_started) {
     o["rb"] = rb;
     o["rb_item"] = item_json(rb_item);
@@ -95,8 +100,16 @@ json::value Cursor::to_json() const {
 base::Result<Cursor> Cursor::from_json(const json::value& v) {
   if (!v.is_object())
     return base::Status::InvalidArgument("the stored cursor is not an object");
-  const auto& o = v.get_object();
+  const auto& top = v.get_object();
   Cursor c;
+  // A sealed body (seal_body) holds items, values and done; the rest is at the top.
+  json::object merged = top;
+  if (const json::value* b = top.if_contains("secret_body"); b != nullptr && b->is_object()) {
+    c.seal_body = true;
+    for (const auto& kv : b->get_object())
+      merged[kv.key()] = kv.value();
+  }
+  const json::object& o = merged;
   try {
     c.cur = static_cast<int>(o.at("cur").as_int64());
     c.started = o.at("started").as_bool();

@@ -57,6 +57,10 @@ struct Cursor {
   int visit = 1;              // which visit of the current state this is (loops come back)
   std::map<int, int> visits;  // state index -> visits so far
   std::vector<std::string> secret_states;  // states whose outputs are secret
+  // Once an operation holds a secret output, later inputs and outputs may carry it: the
+  // items, fan-out values and finished states are then stored under one secret-named key,
+  // so the store seals them whole.
+  bool seal_body = false;
   json::object outputs;  // in memory; stored in the outputs table, not in to_json()
 
   json::value to_json() const;

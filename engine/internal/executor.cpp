@@ -54,8 +54,13 @@ std::string scrub(std::string s, const std::vector<std::string>& secrets) {
 // enough to be worth scrubbing.
 void collect_secrets(const json::value& v, bool all, std::vector<std::string>& out) {
   if (v.is_string()) {
-    if (all && v.get_string().size() >= 4)
-      out.emplace_back(v.get_string());
+    std::string_view sv = v.get_string();
+    if (all && sv.size() >= 4)
+      out.emplace_back(sv);
+    // Output usually ends in a newline that a message quoting it drops.
+    size_t b = sv.find_first_not_of(" \t\r\n"), e = sv.find_last_not_of(" \t\r\n");
+    if (all && b != std::string_view::npos && e - b + 1 >= 4 && e - b + 1 < sv.size())
+      out.emplace_back(sv.substr(b, e - b + 1));
   } else if (v.is_array()) {
     for (const auto& x : v.get_array())
       collect_secrets(x, all, out);
@@ -694,10 +699,17 @@ struct Engine::Impl {
       bool secret = false;
       for (const auto& it : r.c.items)
         secret = secret || it.secret;
+      std::string text = json::serialize(r.c.outputs[s.name]);
+      // Outputs that repeat a known secret (a hook echoing what it was given) are sealed
+      // whole too.
+      for (size_t k = 0; !secret && k < r.secrets.size(); ++k)
+        secret = text.find(r.secrets[k]) != std::string::npos;
       if (secret && std::find(r.c.secret_states.begin(), r.c.secret_states.end(), s.name) ==
                         r.c.secret_states.end())
         r.c.secret_states.push_back(s.name);
-      r.pending.outputs.push_back({r.id, s.name, json::serialize(r.c.outputs[s.name]), secret});
+      if (secret)
+        r.c.seal_body = true;
+      r.pending.outputs.push_back({r.id, s.name, std::move(text), secret});
       goto_state(r, s.next);
       return true;
     }
@@ -732,8 +744,10 @@ struct Engine::Impl {
       it.status = ItemStatus::kDone;
       it.outputs = out.outputs;
       it.secret = secret;
-      if (secret)
+      if (secret) {
         r.learn_secrets(out.outputs, true);
+        r.c.seal_body = true;
+      }
       if (s.compensate) {
         // Recorded per item, so that a rollback after a partly failed fan-out undoes the
         // items that did succeed.
@@ -767,9 +781,9 @@ struct Engine::Impl {
     }
     it.status = ItemStatus::kFailed;
     it.cls = out.error_class;
-    it.msg = out.message;
+    it.msg = r.clean(out.message);
     event(r, "failed", s.name, item_no, it.attempt, "",
-          json::object{{"class", out.error_class}, {"message", out.message}});
+          json::object{{"class", out.error_class}, {"message", it.msg}});
   }
 
   void step_rollback(Run& r) {
@@ -825,7 +839,7 @@ struct Engine::Impl {
           r.instance = std::move(before);
           it.status = ItemStatus::kFailed;
           it.cls = out.error_class;
-          it.msg = out.message;
+          it.msg = r.clean(out.message);
         }
         continue;
       }
@@ -935,7 +949,9 @@ struct Engine::Impl {
     if (stopping || now_ms() < reload_not_before_ms)
       return;
     for (auto it = reload_wanted.begin(); it != reload_wanted.end();) {
-      if (running_by_op[*it] > 0) {
+      // find(), not operator[]: a zero entry would read as an action in flight and keep a
+      // draining daemon from ever stopping.
+      if (auto r = running_by_op.find(*it); r != running_by_op.end() && r->second > 0) {
         ++it;
         continue;
       }
@@ -1097,9 +1113,9 @@ struct Engine::Impl {
       } else {
         it.status = ItemStatus::kFailed;
         it.cls = out.error_class;
-        it.msg = out.message;
+        it.msg = r.clean(out.message);
         event(r, "failed", s.name, item_no, it.attempt, "",
-              json::object{{"class", out.error_class}, {"message", out.message}});
+              json::object{{"class", out.error_class}, {"message", it.msg}});
       }
     } else {
       if (cur != r.c.cur)
