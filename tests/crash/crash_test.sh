@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Crash test: the daemon is killed with SIGKILL at random moments while operations made of
 # local.exec steps run; it is restarted each time. At the end every operation must be
-# COMPLETED, no step skipped, and no keyed effect applied under two keys or twice.
+# COMPLETED, no step skipped, and no keyed effect applied under two keys or twice; a poll
+# loop at the end gets keys of its own on every pass (three passes, three effects).
 #
 # Usage: crash_test.sh VNFLOW_BINARY SOURCE_ROOT [KILLS]
 #
@@ -34,7 +35,7 @@ cp -r "$root/csar-samples/local-demo" "$pkg"
   echo "description: keyed effects for the crash test"
   echo "start: a"
   echo "states:"
-  for pair in a:b b:c c:d d:e e:done; do
+  for pair in a:b b:c c:d d:e e:poll; do
     st=${pair%%:*} nx=${pair#*:}
     fanout=""
     if [[ $st == b || $st == d ]]; then
@@ -55,6 +56,30 @@ FANOUT    with:
     next: NEXT
 STEP
   done
+  # A poll loop: each pass is a visit of its own, with keys of its own; an effect deduped
+  # by key counts the passes (with one key for every pass it would never reach 3).
+  cat <<'LOOP'
+  poll:
+    action: local.exec
+    with:
+      shell: |
+        echo "$VNFLOW_IDEMPOTENCY_KEY" >> "$RUNS"
+        flock "$LOG" sh -c 'grep -qxF "$VNFLOW_IDEMPOTENCY_KEY" "$LOG" || echo "$VNFLOW_IDEMPOTENCY_KEY" >> "$LOG"'
+        grep -c "^$VNFLOW_OP_ID/instantiate_end.poll" "$LOG"
+      env:
+        LOG: ${request.additionalParams.effects_log}
+        RUNS: ${request.additionalParams.runs_log}
+    timeout: 30s
+    next: check
+  check:
+    choice:
+      - when: ${int(trim(states.poll.stdout)) >= 3}
+        next: done
+    default: pause
+  pause:
+    wait: 0
+    next: poll
+LOOP
   echo "  done:"
   echo "    succeed: true"
 } > "$pkg/Workflows/instantiate_end.yaml"
@@ -106,7 +131,7 @@ kills=0
 deadline=$((SECONDS + 180))
 while ((kills < kills_wanted)); do
   ((SECONDS < deadline)) || fail "only $kills kills in 180 s"
-  "$vnflow" daemon --workers 4 --work-dir "$work/wd" --poll-ms 10 2>>"$work/daemon.log" &
+  "$vnflow" daemon --workers 4 --work-dir "$work/wd" --poll-ms 10 --max-redispatch 1000 2>>"$work/daemon.log" &
   daemon_pid=$!
   sleep "$(printf '0.%03d' $(( 20 + $(od -An -N2 -tu2 /dev/urandom) % 280 )))"
   kill -9 "$daemon_pid" 2>/dev/null || true
@@ -117,7 +142,7 @@ while ((kills < kills_wanted)); do
 done
 
 # Let everything finish.
-"$vnflow" daemon --workers 4 --work-dir "$work/wd" --poll-ms 10 2>>"$work/daemon.log" &
+"$vnflow" daemon --workers 4 --work-dir "$work/wd" --poll-ms 10 --max-redispatch 1000 2>>"$work/daemon.log" &
 daemon_pid=$!
 for ((i = 0; i < instances; i++)); do
   "$vnflow" op wait "${last[i]}" --timeout 60 >/dev/null || fail "operation ${last[i]}: $("$vnflow" op show "${last[i]}")"
@@ -142,6 +167,10 @@ while read -r op; do
     [[ $n -eq 1 ]] || fail "operation $op step $u has $n keyed effects (want 1): $(grep -F "$op/instantiate_end.$u/" "$work/effects.log" | tr '\n' ' ')"
     checked=$((checked + 1))
   done
+  # The loop: three passes, three keys, each applied once.
+  n=$(grep -cF "$op/instantiate_end.poll" "$work/effects.log" || true)
+  [[ $n -eq 3 ]] || fail "operation $op: the poll loop has $n keyed effects (want 3, one per pass)"
+  checked=$((checked + 1))
 done < "$work/instantiate-ops"
 runs=$(wc -l < "$work/runs.log")
 effects=$(wc -l < "$work/effects.log")
