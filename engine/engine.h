@@ -203,6 +203,12 @@ class Store {
 
   // Files no hook may read (the database, its journal, its key file): local.exec hides them.
   virtual std::vector<std::string> private_files() const { return {}; }
+  // Re-seals every sealed value with a new key and replaces the key file (docs/security.md).
+  // Crash-safe: the new key is written beside the old one first, and an interrupted rotation
+  // is finished (or forgotten) the next time the database is opened.
+  virtual base::Status rotate_key() {
+    return base::Status::FailedPrecondition("this store cannot rotate its key");
+  }
 };
 
 // Opens (creating if needed) the SQLite database at `path` (WAL, synchronous=FULL).

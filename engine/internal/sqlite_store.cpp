@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -968,12 +969,26 @@ class SqliteStore : public Store {
     auto k = base::load_or_create_key(key_path_);
     if (!k.ok())
       return k.status();
+    std::string next_path = key_path_ + ".new";
+    bool next_exists = ::access(next_path.c_str(), F_OK) == 0;
     if (!check.empty()) {
       auto plain = base::unseal(k.value(), check, kKeyCheckText);
+      if (!plain.ok() && next_exists) {
+        // A rotation committed but did not rename its key into place: finish it.
+        auto next = base::load_or_create_key(next_path);
+        if (next.ok() && base::unseal(next.value(), check, kKeyCheckText).ok() &&
+            ::rename(next_path.c_str(), key_path_.c_str()) == 0) {
+          k = next;
+          plain = base::unseal(k.value(), check, kKeyCheckText);
+          next_exists = false;
+        }
+      }
       if (!plain.ok() || plain.value() != kKeyCheckText)
         return base::Status::PermissionDenied(
             "the key file " + key_path_ +
             " does not open this database's secrets (the key of another database?)");
+      if (next_exists)
+        ::unlink(next_path.c_str());  // a rotation that never committed
     } else {
       auto c = base::seal(k.value(), kKeyCheckText, kKeyCheckText);
       if (!c.ok())
@@ -1167,6 +1182,145 @@ class SqliteStore : public Store {
     if (!s.ok())
       return s;
     return out;
+  }
+
+  base::Status rotate_key() override {
+    std::string next_path = key_path_ + ".new";
+    ::unlink(next_path.c_str());
+    auto next = base::load_or_create_key(next_path);
+    if (!next.ok())
+      return next.status();
+    auto old_key = key();
+    if (!old_key.ok())
+      return old_key.status();
+    const std::string& ok = old_key.value();
+    const std::string& nk = next.value();
+    std::lock_guard<std::mutex> lock(wmu_);
+    base::Status st = guard([&] {
+      w_.exec("BEGIN IMMEDIATE");
+      try {
+        // JSON texts: every sealed value opened with the old key, sealed with the new one.
+        auto reseal_json = [&](const std::string& text, const std::string& owner,
+                               std::string& out) -> base::Status {
+          if (text.find(kSealedPrefix) == std::string::npos) {
+            out = text;
+            return base::Status::Ok();
+          }
+          if (std::string_view(text).starts_with(kSealedPrefix)) {  // sealed whole
+            auto plain = base::unseal(ok, std::string_view(text).substr(kSealedPrefix.size() + 3),
+                                      owner + "#");
+            if (!plain.ok())
+              return base::Status::FailedPrecondition(owner + " does not open with the key");
+            auto c = base::seal(nk, plain.value(), owner + "#");
+            if (!c.ok())
+              return c.status();
+            out = std::string(kSealedPrefix) + "j1:" + c.value();
+            return base::Status::Ok();
+          }
+          boost::system::error_code ec;
+          json::value v = json::parse(text, ec);
+          if (ec)
+            return base::Status::FailedPrecondition(owner + " is not JSON");
+          SealWalk opener{ok, owner, {}, {}};
+          if (!opener.open(v))
+            return base::Status::FailedPrecondition(opener.err);
+          SealWalk sealer{nk, owner, {}, {}};
+          if (!sealer.seal(v))
+            return base::Status::Internal(sealer.err);
+          out = json::serialize(v);
+          return base::Status::Ok();
+        };
+        struct Column {
+          const char* select;
+          const char* update;
+          std::function<std::string(SQLite::Statement&)> owner;
+        };
+        std::vector<Column> columns = {
+            {"SELECT id, request FROM ops", "UPDATE ops SET request = ?2 WHERE id = ?1",
+             [](SQLite::Statement& q) { return "op/" + text(q, 0) + "/request"; }},
+            {"SELECT id, cursor FROM ops WHERE cursor IS NOT NULL",
+             "UPDATE ops SET cursor = ?2 WHERE id = ?1",
+             [](SQLite::Statement& q) { return "op/" + text(q, 0) + "/cursor"; }},
+            {"SELECT id, record FROM instances", "UPDATE instances SET record = ?2 WHERE id = ?1",
+             [](SQLite::Statement& q) { return "instance/" + text(q, 0); }},
+            {"SELECT op_id || char(31) || state, value FROM outputs",
+             "UPDATE outputs SET value = ?2 WHERE op_id || char(31) || state = ?1",
+             [](SQLite::Statement& q) {
+               std::string k = text(q, 0);
+               size_t sep = k.find('\x1f');
+               return "op/" + k.substr(0, sep) + "/output/" + k.substr(sep + 1);
+             }},
+        };
+        for (const auto& col : columns) {
+          std::vector<std::pair<std::string, std::string>> changed;
+          SQLite::Statement q(w_, col.select);
+          while (q.executeStep()) {
+            std::string t = text(q, 1), out;
+            base::Status rs = reseal_json(t, col.owner(q), out);
+            if (!rs.ok()) {
+              rollback_quietly();
+              return base::Status::FailedPrecondition("cannot rotate the key: " + rs.message());
+            }
+            if (out != t)
+              changed.emplace_back(text(q, 0), std::move(out));
+          }
+          for (const auto& [id, value] : changed) {
+            SQLite::Statement u(w_, col.update);
+            u.bind(1, id);
+            u.bind(2, value);
+            u.exec();
+          }
+        }
+        std::vector<std::pair<std::string, std::string>> vims;
+        SQLite::Statement q(w_, "SELECT id, sealed FROM vims");
+        while (q.executeStep()) {
+          auto plain = base::unseal(ok, text(q, 1), text(q, 0));
+          if (!plain.ok()) {
+            rollback_quietly();
+            return base::Status::FailedPrecondition("cannot rotate the key: VIM " + text(q, 0) +
+                                                    " does not open with the key");
+          }
+          auto c = base::seal(nk, plain.value(), text(q, 0));
+          if (!c.ok()) {
+            rollback_quietly();
+            return c.status();
+          }
+          vims.emplace_back(text(q, 0), c.value());
+        }
+        for (const auto& [id, sealed] : vims) {
+          SQLite::Statement u(w_, "UPDATE vims SET sealed = ?2 WHERE id = ?1");
+          u.bind(1, id);
+          u.bind(2, sealed);
+          u.exec();
+        }
+        auto check = base::seal(nk, kKeyCheckText, kKeyCheckText);
+        if (!check.ok()) {
+          rollback_quietly();
+          return check.status();
+        }
+        SQLite::Statement u(w_, "UPDATE meta SET value = ? WHERE key = 'key_check'");
+        u.bind(1, check.value());
+        u.exec();
+        w_.exec("COMMIT");
+      } catch (...) {
+        rollback_quietly();
+        throw;
+      }
+      return base::Status::Ok();
+    });
+    if (!st.ok()) {
+      ::unlink(next_path.c_str());
+      return st;
+    }
+    // Committed: the new key goes into place (an interruption here is finished at the next
+    // open, which finds the check value opening with the ".new" key).
+    if (::rename(next_path.c_str(), key_path_.c_str()) != 0)
+      return base::Status::Unavailable("the secrets are sealed with the new key, but " + next_path +
+                                       " could not be renamed to " + key_path_ +
+                                       "; the next start does it");
+    std::lock_guard<std::mutex> l(kmu_);
+    key_ = nk;
+    return base::Status::Ok();
   }
 
   std::vector<std::string> private_files() const override {

@@ -386,3 +386,38 @@ TEST_CASE("op fail --force ends an active operation; its daemon's next commit is
   CHECK(f.state(op.value().id) == OpState::kFailed);
   CHECK(f.store->history(op.value().id).value().empty());
 }
+
+TEST_CASE("the key rotates: every sealed value re-sealed, an interrupted rotation finished") {
+  Fixture f;
+  engine::VimRecord v;
+  v.id = "vim-r";
+  v.name = "cloud-r";
+  v.type = "openstack";
+  v.access = json::object{{"auth_url", "http://127.0.0.1:5000/v3"}, {"password", "vim-pw-r"}};
+  REQUIRE(f.store->put_vim(v).ok());
+  auto op = f.request("instantiate", f.instantiate_request(R"(, "db_password": "req-pw-r")"));
+  REQUIRE(op.ok());
+  f.run();
+  fs::path key = fs::canonical(f.db).string() + ".key";
+  std::string old_key = slurp(key);
+  REQUIRE(f.store->rotate_key().ok());
+  std::string new_key = slurp(key);
+  CHECK(new_key.size() == 32);
+  CHECK(new_key != old_key);
+  CHECK(!fs::exists(key.string() + ".new"));
+  f.reopen();
+  CHECK(f.store->get_vim("vim-r", true).value().access.at("password") == "vim-pw-r");
+  CHECK(f.store->get_op(op.value().id).value().request.at("additionalParams").at("db_password") ==
+        "req-pw-r");
+  // The old key no longer opens the database.
+  f.store.reset();
+  fs::rename(key, key.string() + ".new");  // as if the rename had not happened yet...
+  {
+    std::ofstream out(key, std::ios::binary);
+    out << old_key;  // ...with the old key still in place
+  }
+  fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write);
+  f.reopen();  // finishes the rotation
+  CHECK(slurp(key) == new_key);
+  CHECK(f.store->get_vim("vim-r", true).value().access.at("password") == "vim-pw-r");
+}
