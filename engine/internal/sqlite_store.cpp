@@ -97,20 +97,20 @@ constexpr std::string_view kSealedPrefix = "vnflow-sealed:";
 constexpr std::string_view kLegacyFieldAad = "vnflow-field";
 constexpr std::string_view kKeyCheckText = "vnflow database key check";
 
-bool ci_contains(std::string_view t, std::string_view part) {
-  auto it = std::search(t.begin(), t.end(), part.begin(), part.end(), [](char a, char b) {
-    return std::tolower(static_cast<unsigned char>(a)) == b;
-  });
-  return it != t.end();
-}
-
 // A cheap test before any parsing: most texts name no secret at all. Case-insensitive, as
-// is_secret_name() is (ADMIN_PASSWORD, ApiKey, TOKEN).
+// is_secret_name() is (ADMIN_PASSWORD, ApiKey, TOKEN): one lowering pass, then plain finds.
 bool may_hold_secret(std::string_view t) {
+  static thread_local std::string lower;
+  lower.resize(t.size());
+  for (size_t i = 0; i < t.size(); ++i) {
+    char c = t[i];
+    lower[i] = c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c;
+  }
   static const char* kParts[] = {"passw",      "passwd",  "secret", "token",     "private",
                                  "credential", "api_key", "apikey", "passphrase"};
+  std::string_view l(lower);
   for (const char* p : kParts) {
-    if (ci_contains(t, p))
+    if (l.find(p) != std::string_view::npos)
       return true;
   }
   return false;
