@@ -38,7 +38,8 @@ g++ -std=c++20 -O3 -DNDEBUG -Wall -Wextra -pthread -I"$root" \
   -Wl,--start-group "$build/engine/libengine.a" "$build/workflows/libworkflows.a" \
   "$build/actions/libactions.a" "$build/tosca/libtosca.a" "$build/tosca/libtosca_yaml.a" \
   "$build/base/libbase.a" -Wl,--end-group \
-  /usr/lib/x86_64-linux-gnu/libSQLiteCpp.a -lsqlite3 -lspdlog -lfmt -lyaml-cpp -lzip -lcrypto
+  /usr/lib/x86_64-linux-gnu/libSQLiteCpp.a -lsqlite3 -lspdlog -lfmt -lyaml-cpp -lzip -lssl -lcrypto \
+  -lssh
 
 mkdir -p "$BENCH_DIR"
 args=(--dir "$BENCH_DIR" --sweep "$SWEEP")
