@@ -127,6 +127,9 @@ base::Status load_heat_env(const std::string& path, json::object& extra) {
   return base::Status::Ok();
 }
 
+constexpr const char* kVimCommon =
+    "  --db FILE     the database, else $VNFLOW_DB, else ~/.local/share/vnflow/vnflow.db\n";
+
 void print_vim(const engine::VimRecord& v, bool as_json) {
   json::object o{{"id", v.id},
                  {"name", v.name},
@@ -136,44 +139,100 @@ void print_vim(const engine::VimRecord& v, bool as_json) {
   if (v.extra.contains("heat_files"))
     o["heat_files"] = static_cast<int64_t>(v.extra.at("heat_files").as_object().size());
   if (as_json) {
-    std::cout << json::serialize(o) << "\n";
+    std::cout << json_text(o) << "\n";
     return;
   }
-  std::cout << "id:       " << v.id << "\nname:     " << v.name << "\ntype:     " << v.type
-            << (v.is_default ? " (default)" : "") << "\n";
+  std::cout << "id:       " << printable(v.id) << "\nname:     " << printable(v.name)
+            << "\ntype:     " << printable(v.type) << (v.is_default ? " (default)" : "") << "\n";
   for (const auto& [k, val] : v.summary)
-    std::cout << "  " << std::string(k) << ": "
-              << (val.is_string() ? std::string(val.get_string()) : json::serialize(val)) << "\n";
+    std::cout << "  " << printable(k) << ": "
+              << printable(val.is_string() ? std::string(val.get_string()) : json::serialize(val))
+              << "\n";
 }
 
 }  // namespace
 
-int cmd_vim(const std::vector<std::string>& argv, const std::map<std::string, std::string>& kv,
-            const std::set<std::string>& flags, const std::vector<std::string>& pos,
-            engine::Store& store) {
-  const std::string& sub = argv[2];
-  bool as_json = flags.count("--json") > 0;
-  auto opt = [&](const char* k) {
-    auto it = kv.find(k);
-    return it != kv.end() ? it->second : std::string();
+const std::vector<CommandSpec>& vim_commands() {
+  static const std::vector<CommandSpec> specs = {
+      {"vim register",
+       std::string(
+           "usage: vnflow vim register --name NAME [--type openstack|kubernetes] [--default]\n"
+           "         [--id ID] [--db FILE] [--json]\n"
+           "  openstack: --from-env | --cloud NAME [--clouds-file F] |\n"
+           "             --auth-url URL --username U --password-file F --project P\n"
+           "             [--user-domain D] [--project-domain D] [--region R]\n"
+           "             [--interface public] [--cacert FILE] [--heat-env FILE]\n"
+           "             [--orchestration-endpoint URL] [--heat-stall-secs N]\n"
+           "  kubernetes: --server URL --token-file F [--ca-file FILE]\n"
+           "\n"
+           "Registers (or replaces, by name) a VIM; secrets are sealed at rest and never\n"
+           "printed; prints its id (--json: {\"id\", \"name\"}).\n"
+           "\n"
+           "  --from-env            OS_* variables, or OS_CLOUD's clouds.yaml entry\n"
+           "  --orchestration-endpoint URL  Heat's endpoint (%(project_id)s is replaced)\n"
+           "  --heat-stall-secs N   resume a stack idle this long (default 600; 0 = never)\n"
+           "  --default             the VIM of requests that name none\n") +
+           kVimCommon,
+       {"--db",
+        "--name",
+        "--type",
+        "--cloud",
+        "--clouds-file",
+        "--auth-url",
+        "--username",
+        "--password-file",
+        "--project",
+        "--user-domain",
+        "--project-domain",
+        "--region",
+        "--interface",
+        "--cacert",
+        "--heat-env",
+        "--orchestration-endpoint",
+        "--heat-stall-secs",
+        "--server",
+        "--token-file",
+        "--ca-file",
+        "--id"},
+       {"--json", "--from-env", "--default"},
+       0,
+       0},
+      {"vim list",
+       std::string("usage: vnflow vim list [--db FILE] [--json]\n\n") + kVimCommon,
+       {"--db"},
+       {"--json"},
+       0,
+       0},
+      {"vim show",
+       std::string("usage: vnflow vim show ID|NAME [--db FILE] [--json]\n\n") + kVimCommon,
+       {"--db"},
+       {"--json"},
+       1,
+       1},
+      {"vim delete",
+       std::string("usage: vnflow vim delete ID|NAME [--db FILE] [--json]\n\n") + kVimCommon,
+       {"--db"},
+       {"--json"},
+       1,
+       1},
   };
+  return specs;
+}
+
+int cmd_vim(const CommandSpec& spec, const Opts& o, engine::Store& store) {
+  const std::string sub = spec.words.substr(std::string("vim ").size());
+  const auto& flags = o.flags;
+  const auto& pos = o.pos;
+  bool as_json = flags.count("--json") > 0;
+  auto opt = [&](const char* k) { return o.get(k); };
   if (sub == "register") {
     engine::VimRecord v;
     v.name = opt("--name");
     v.type = opt("--type").empty() ? "openstack" : opt("--type");
-    if (v.name.empty() || (v.type != "openstack" && v.type != "kubernetes")) {
-      std::cerr
-          << "usage: vnflow vim register --name NAME [--type openstack|kubernetes]\n"
-             "  openstack: --from-env | --cloud NAME [--clouds-file F] |\n"
-             "             --auth-url URL --username U --password-file F --project P\n"
-             "             [--user-domain D] [--project-domain D] [--region R]\n"
-             "             [--interface public] [--cacert FILE] [--heat-env FILE]\n"
-             "             [--orchestration-endpoint URL]  (%(project_id)s is replaced)\n"
-             "             [--heat-stall-secs N]  (resume a stack idle this long; 0 = never)\n"
-             "  kubernetes: --server URL --token-file F [--ca-file FILE]\n"
-             "  [--default] [--id ID] [--json]\n";
-      return 2;
-    }
+    if (v.name.empty())
+      return usage_error(spec, "--name is required");
+    if (v.type != "openstack" && v.type != "kubernetes")
+      return usage_error(spec, "--type is openstack or kubernetes, not \"" + v.type + "\"");
     json::object a;
     if (v.type == "openstack") {
       std::string cloud = opt("--cloud");
@@ -264,9 +323,9 @@ int cmd_vim(const std::vector<std::string>& argv, const std::map<std::string, st
     if (!s.ok())
       return fail(s);
     if (as_json)
-      std::cout << json::serialize(json::object{{"id", v.id}, {"name", v.name}}) << "\n";
+      std::cout << json_text(json::object{{"id", v.id}, {"name", v.name}}) << "\n";
     else
-      std::cout << v.id << "\n";
+      std::cout << printable(v.id) << "\n";
     return 0;
   }
   if (sub == "list") {
@@ -287,15 +346,16 @@ int cmd_vim(const std::vector<std::string>& argv, const std::map<std::string, st
                             : v.summary.contains("server") && v.summary.at("server").is_string()
                                 ? std::string(v.summary.at("server").get_string())
                                 : std::string();
-        std::cout << v.id << "  " << v.name << "  " << v.type << "  " << where
-                  << (v.is_default ? "  (default)" : "") << "\n";
+        std::cout << printable(v.id) << "  " << printable(v.name) << "  " << printable(v.type)
+                  << "  " << printable(where) << (v.is_default ? "  (default)" : "") << "\n";
       }
     }
     if (as_json)
-      std::cout << json::serialize(arr) << "\n";
+      std::cout << json_text(arr) << "\n";
     return 0;
   }
-  if ((sub == "show" || sub == "delete") && !pos.empty()) {
+  // show, delete
+  {
     auto v = store.get_vim(pos[0], false);
     if (!v.ok())
       return fail(v.status());
@@ -306,11 +366,12 @@ int cmd_vim(const std::vector<std::string>& argv, const std::map<std::string, st
     base::Status s = store.delete_vim(v.value().id);
     if (!s.ok())
       return fail(s);
-    std::cout << v.value().id << "\n";
+    if (as_json)
+      std::cout << json_text(json::object{{"id", v.value().id}, {"name", v.value().name}}) << "\n";
+    else
+      std::cout << printable(v.value().id) << "\n";
     return 0;
   }
-  std::cerr << "usage: vnflow vim register ... | list | show ID|NAME | delete ID|NAME\n";
-  return 2;
 }
 
 }  // namespace vnflow_cli

@@ -2,6 +2,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <vector>
 
 #include "engine/daemon/cli_internal.h"
 #include "workflows/workflows.h"
@@ -10,9 +11,41 @@ namespace vnflow_cli {
 
 namespace {
 
-void print_diags(const base::Diagnostics& diags) {
-  for (const auto& d : diags.sorted())
-    std::cerr << base::to_string(d) << "\n";
+const std::vector<CommandSpec>& workflow_commands() {
+  static const std::vector<CommandSpec> specs = {
+      {"workflow show",
+       "usage: vnflow workflow show PATH --op OP [--flavour ID] [--format FMT]\n"
+       "\n"
+       "The state machine an LCM operation of a package compiles to (its hooks around the\n"
+       "built-in steps). PATH is a package, or one workflow file (.yaml) compiled as the\n"
+       "operation's <op>_end hook.\n"
+       "\n"
+       "  --op OP         instantiate, terminate, heal, scale, change_ext_conn, modify_info\n"
+       "  --flavour ID    the deployment flavour (default: the first)\n"
+       "  --format FMT    text (default), dot, mermaid, seqdiag or json\n",
+       {"--op", "--flavour", "--flavor", "--format"},
+       {},
+       1,
+       1},
+      {"workflow check",
+       "usage: vnflow workflow check PATH [--flavour ID] [--op OP]\n"
+       "\n"
+       "Compiles every LCM operation of a package, or one workflow file (.yaml) as the\n"
+       "<op>_end hook of --op (default instantiate); located diagnostics on stderr.\n"
+       "exit status: 0 all compile, 1 one does not, 2 usage error\n",
+       {"--flavour", "--flavor", "--op"},
+       {},
+       1,
+       1},
+  };
+  return specs;
+}
+
+// A rendering for the terminal: names and descriptions from the package made printable
+// (JSON keeps its meaning: only \\u escapes are added).
+std::string rendered(const workflows::Machine& m, workflows::Format format) {
+  std::string text = workflows::render(m, format);
+  return format == workflows::Format::kJson ? json_safe(text) : printable_text(text);
 }
 
 }  // namespace
@@ -20,54 +53,29 @@ void print_diags(const base::Diagnostics& diags) {
 // vnflow workflow show PATH [--flavour ID] --op OP [--format text|dot|mermaid|seqdiag|json]
 // vnflow workflow check PATH [--flavour ID]      (every operation)
 int cmd_workflow(const std::vector<std::string>& argv) {
-  if (argv.size() < 4 || (argv[2] != "show" && argv[2] != "check")) {
-    std::cerr << "usage: vnflow workflow show PATH [--flavour ID] --op OP [--format FMT]\n"
-                 "       vnflow workflow check PATH [--flavour ID]\n";
-    return 2;
-  }
-  bool check = argv[2] == "check";
-  std::string path = argv[3], flavour, op;
+  int status = 2;
+  const CommandSpec* spec = find_subcommand(argv, workflow_commands(), status);
+  if (spec == nullptr)
+    return status;
+  Opts o;
+  if (auto st = parse_command(argv, 3, *spec, o))
+    return *st;
+  bool check = spec->words == "workflow check";
+  std::string path = o.pos[0];
+  std::string flavour = o.get("--flavour", o.get("--flavor"));
+  std::string op = o.get("--op");
   workflows::Format format = workflows::Format::kText;
-  for (size_t i = 4; i < argv.size(); ++i) {
-    const std::string& s = argv[i];
-    auto need = [&](const char* what) -> const std::string* {
-      if (i + 1 >= argv.size()) {
-        std::cerr << "vnflow workflow: " << s << " needs " << what << "\n";
-        return nullptr;
-      }
-      return &argv[++i];
-    };
-    if (s == "--flavour" || s == "--flavor") {
-      const std::string* v = need("a flavour id");
-      if (v == nullptr)
-        return 2;
-      flavour = *v;
-    } else if (s == "--op") {
-      const std::string* v = need("an operation");
-      if (v == nullptr)
-        return 2;
-      op = *v;
-    } else if (s == "--format") {
-      const std::string* v = need("text, dot, mermaid, seqdiag or json");
-      if (v == nullptr)
-        return 2;
-      auto f = workflows::parse_format(*v);
-      if (!f) {
-        std::cerr << "vnflow workflow: unknown format \"" << *v
-                  << "\" (text, dot, mermaid, seqdiag, json)\n";
-        return 2;
-      }
-      format = *f;
-    } else {
-      std::cerr << "vnflow workflow: unknown option \"" << s << "\"\n";
-      return 2;
-    }
+  if (o.kv.count("--format")) {
+    auto f = workflows::parse_format(o.kv.at("--format"));
+    if (!f)
+      return usage_error(*spec, "unknown format \"" + o.kv.at("--format") +
+                                    "\" (text, dot, mermaid, seqdiag, json)");
+    format = *f;
   }
-  if (!check && op.empty()) {
-    std::cerr << "vnflow workflow show: --op is required (instantiate, terminate, heal, scale, "
-                 "change_ext_conn, modify_info)\n";
-    return 2;
-  }
+  if (!check && op.empty())
+    return usage_error(*spec,
+                       "--op is required (instantiate, terminate, heal, scale, "
+                       "change_ext_conn, modify_info)");
   base::Diagnostics diags;
   bool yaml_file = path.size() > 5 && (path.substr(path.size() - 5) == ".yaml" ||
                                        path.substr(path.size() - 4) == ".yml");
@@ -75,7 +83,7 @@ int cmd_workflow(const std::vector<std::string>& argv) {
     // One workflow file on its own, as the `<op>_end` hook of an operation.
     std::ifstream in(path, std::ios::binary);
     if (!in) {
-      std::cerr << "vnflow workflow: cannot read \"" << path << "\"\n";
+      std::cerr << "vnflow workflow: cannot read \"" << printable(path) << "\"\n";
       return 1;
     }
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -83,17 +91,16 @@ int cmd_workflow(const std::vector<std::string>& argv) {
       op = "instantiate";
     const auto* info = workflows::find_operation(op);
     if (info == nullptr) {
-      std::cerr << "vnflow workflow: unknown operation \"" << op << "\"\n";
-      return 2;
+      return usage_error(*spec, "unknown operation \"" + op + "\"");
     }
     auto m = workflows::compile_file(path, text, op, info->hook + "_end", diags);
     print_diags(diags);
     if (m == nullptr)
       return 1;
     if (check)
-      std::cout << "ok      " << path << " (" << m->states.size() << " states)\n";
+      std::cout << "ok      " << printable(path) << " (" << m->states.size() << " states)\n";
     else
-      std::cout << workflows::render(*m, format);
+      std::cout << rendered(*m, format);
     return 0;
   }
   auto pkg = tosca::load_package(path, tosca::LoadOptions{}, diags);
@@ -104,11 +111,11 @@ int cmd_workflow(const std::vector<std::string>& argv) {
   }
   if (check) {
     int failed = 0;
-    for (const auto& o : workflows::operations()) {
+    for (const auto& info : workflows::operations()) {
       base::Diagnostics d;
-      auto m = workflows::compile(*pkg, {o.name, flavour}, d);
+      auto m = workflows::compile(*pkg, {info.name, flavour}, d);
       print_diags(d);
-      std::cout << (m ? "ok      " : "invalid ") << o.name;
+      std::cout << (m ? "ok      " : "invalid ") << printable(info.name);
       if (m)
         std::cout << " (" << m->states.size() << " states)";
       std::cout << "\n";
@@ -120,7 +127,7 @@ int cmd_workflow(const std::vector<std::string>& argv) {
   print_diags(diags);
   if (m == nullptr)
     return 1;
-  std::cout << workflows::render(*m, format);
+  std::cout << rendered(*m, format);
   return 0;
 }
 

@@ -1,18 +1,24 @@
-// vnflow: the command line and (in later issues) the daemon. This is the composition
-// root: the only place that wires modules together and talks to the terminal.
+// vnflow: the command line and the daemon. This is the composition root: the only place
+// that wires modules together and talks to the terminal. This file: main(), the command
+// dispatch, what every command group shares (options, --help, escaping; cli_internal.h)
+// and the csar commands:
 //
-//   vnflow csar validate PATH... [--json] [--no-digests] [--strict]
-//   vnflow csar inspect PATH [--flavour ID] [--json]
+//   vnflow csar validate PATH... [--json] [--no-digests] [--strict] [--repeat N]
+//   vnflow csar inspect PATH [--flavour ID] [--json] [--no-digests] [--strict]
 //
-// Exit status: 0 success (every package valid), 1 a package is not valid, 2 usage error.
+// Exit status: 0 success (every package valid), 1 failure (a package is not valid), 2 usage
+// error.
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include <boost/json.hpp>
+#include <sys/stat.h>
 
 #include "base/base.h"
 #include "engine/daemon/cli.h"
@@ -26,40 +32,81 @@ namespace json = boost::json;
 namespace {
 
 constexpr const char* kUsage =
-    "usage: vnflow <command> [options]\n"
+    "usage: vnflow <command> [options]      (vnflow <command> --help: one command's options)\n"
     "\n"
     "commands:\n"
-    "  csar validate PATH... [--json] [--no-digests] [--strict]\n"
+    "  csar validate PATH... [--json] [--no-digests] [--strict] [--repeat N]\n"
     "      check packages (.csar/.zip files or folders); diagnostics on stderr\n"
-    "  csar inspect PATH [--flavour ID] [--json]\n"
+    "  csar inspect PATH [--flavour ID] [--json] [--no-digests] [--strict]\n"
     "      show the VNF, its flavours, VDUs, CPs, VLs, aspects, levels and Vnflcm operations\n"
     "  workflow show PATH [--flavour ID] --op OP [--format text|dot|mermaid|seqdiag|json]\n"
     "      the state machine an LCM operation compiles to (hooks + built-in steps)\n"
     "  workflow check PATH [--flavour ID]\n"
     "      compile every LCM operation of a package; located diagnostics on stderr\n"
-    "  package onboard PATH | list                      [--db FILE] [--json]\n"
+    "  package onboard PATH | list\n"
     "      validate a package, compile every operation, store it; prints its id\n"
-    "  instance create --package ID [--name N] | list | show ID | delete ID\n"
+    "  instance create --package ID [--name N] [--description T] | list | show ID | delete ID\n"
     "  instance instantiate|heal|scale|terminate|change-ext-conn|modify ID --request FILE.json\n"
-    "      queue an LCM operation (SOL003 request body); prints the operation id\n"
-    "  op list [--instance ID] [--state S] | show OP | history OP | wait OP | watch OP\n"
-    "  op retry|rollback|fail|cancel OP\n"
+    "      queue an LCM operation (SOL003 request body, at most 1 MiB); prints the operation id\n"
+    "  op list [--instance ID] [--state S] [--limit N] | show OP | history OP\n"
+    "  op wait OP | watch OP [--timeout SECS]\n"
+    "  op retry|rollback|cancel OP | fail OP [--force]\n"
     "  op replay OP --dry-run [--package PATH] | --from STATE\n"
     "  vim register --name N [--from-env | --cloud NAME | --auth-url URL --username U\n"
     "      --password-file F --project P] [--heat-env FILE] [--default] | list | show | delete\n"
     "      the VIM registry (OpenStack, Kubernetes); secrets sealed at rest, never printed\n"
-    "  daemon [--workers N] [--work-dir DIR]\n"
-    "      run queued operations; resumes interrupted ones; SIGTERM drains\n"
-    "      the database: --db FILE, else $VNFLOW_DB, else ~/.local/share/vnflow/vnflow.db\n"
+    "  daemon [--workers N] [--work-dir DIR] [--poll-ms N] [--hook-user USER]\n"
+    "         [--max-redispatch N]\n"
+    "      run queued operations; resumes interrupted ones; SIGTERM, SIGINT or SIGHUP drains\n"
     "  version\n"
     "\n"
-    "options:\n"
+    "options of the commands on a database (package, instance, op, vim, daemon):\n"
+    "  --db FILE       the database, else $VNFLOW_DB, else ~/.local/share/vnflow/vnflow.db;\n"
+    "                  its folder must be yours and not writable by others\n"
     "  --json          one JSON document on stdout instead of text\n"
+    "options of csar:\n"
     "  --no-digests    do not recompute manifest / TOSCA.meta digests\n"
     "  --strict        turn off the named quirks (docs/diagnostics.md, \"Quirks\")\n"
     "  --repeat N      load each package N times and report the median time (benchmarks)\n"
     "\n"
-    "exit status: 0 all packages valid, 1 a package is invalid, 2 usage error\n";
+    "exit status: 0 success, 1 failure (csar: a package is invalid), 2 usage error\n";
+
+const std::vector<CommandSpec>& csar_commands() {
+  static const std::vector<CommandSpec> specs = {
+      {"csar validate",
+       "usage: vnflow csar validate PATH... [--json] [--no-digests] [--strict] [--repeat N]\n"
+       "\n"
+       "Checks packages (.csar/.zip archives or folders): every problem of every package,\n"
+       "located, on stderr; a summary line per package on stdout.\n"
+       "\n"
+       "  --json          one JSON document on stdout: {valid, packages: [...]}\n"
+       "  --no-digests    do not recompute manifest / TOSCA.meta digests\n"
+       "  --strict        turn off the named quirks (docs/diagnostics.md, \"Quirks\")\n"
+       "  --repeat N      load each package N times and report the median time\n"
+       "\n"
+       "exit status: 0 all packages valid, 1 a package is invalid, 2 usage error\n",
+       {"--repeat"},
+       {"--json", "--no-digests", "--strict"},
+       1},
+      {"csar inspect",
+       "usage: vnflow csar inspect PATH [--flavour ID] [--json] [--no-digests] [--strict]\n"
+       "\n"
+       "Shows the VNF, its deployment flavours, VDUs with instance counts, connection points,\n"
+       "virtual links, scaling aspects, instantiation levels and Vnflcm operations.\n"
+       "\n"
+       "  --flavour ID    only this deployment flavour\n"
+       "  --json          one JSON document on stdout\n"
+       "  --no-digests    do not recompute manifest / TOSCA.meta digests\n"
+       "  --strict        turn off the named quirks (docs/diagnostics.md, \"Quirks\")\n"
+       "\n"
+       "exit status: 0 valid, 1 the package is invalid, 2 usage error\n",
+       {"--flavour", "--flavor"},
+       {"--json", "--no-digests", "--strict"},
+       1,
+       1},
+  };
+  return specs;
+}
 
 struct Args {
   std::vector<std::string> paths;
@@ -70,41 +117,20 @@ struct Args {
   std::string flavour;
 };
 
-bool parse_args(const std::vector<std::string>& argv, size_t start, Args& a, std::string& err) {
-  for (size_t i = start; i < argv.size(); ++i) {
-    const std::string& s = argv[i];
-    if (s == "--json") {
-      a.json = true;
-    } else if (s == "--strict") {
-      a.strict = true;
-    } else if (s == "--no-digests") {
-      a.digests = false;
-    } else if (s == "--flavour" || s == "--flavor") {
-      if (i + 1 >= argv.size()) {
-        err = s + " needs a flavour id";
-        return false;
-      }
-      a.flavour = argv[++i];
-    } else if (s == "--repeat") {
-      if (i + 1 >= argv.size()) {
-        err = "--repeat needs a count";
-        return false;
-      }
-      try {
-        a.repeat = std::stoi(argv[++i]);
-      } catch (...) {
-        a.repeat = 0;
-      }
-      if (a.repeat < 1 || a.repeat > 100000) {
-        err = "--repeat needs a count between 1 and 100000";
-        return false;
-      }
-    } else if (s.size() > 1 && s[0] == '-') {
-      err = "unknown option \"" + s + "\"";
+// The csar command's Args from its parsed options; false after a usage error.
+bool csar_args(const CommandSpec& spec, const Opts& o, Args& a) {
+  a.paths = o.pos;
+  a.json = o.flags.count("--json") > 0;
+  a.strict = o.flags.count("--strict") > 0;
+  a.digests = o.flags.count("--no-digests") == 0;
+  a.flavour = o.get("--flavour", o.get("--flavor"));
+  if (o.kv.count("--repeat")) {
+    auto n = parse_positive(o.kv.at("--repeat"), 100000);
+    if (!n) {
+      usage_error(spec, "--repeat needs a count between 1 and 100000");
       return false;
-    } else {
-      a.paths.push_back(s);
     }
+    a.repeat = static_cast<int>(*n);
   }
   return true;
 }
@@ -159,22 +185,12 @@ json::value node_json(tosca::Node n, int depth = 0) {
   return nullptr;
 }
 
-void print_diags(const base::Diagnostics& diags) {
-  for (const auto& d : diags.sorted()) {
-    std::cerr << base::to_string(d) << "\n";
-  }
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
 int cmd_validate(const Args& a) {
-  if (a.paths.empty()) {
-    std::cerr << "vnflow csar validate: no package given\n" << kUsage;
-    return 2;
-  }
   tosca::LoadOptions opts = options_from(a);
   bool all_valid = true;
   json::array packages;
@@ -210,7 +226,7 @@ int cmd_validate(const Args& a) {
       packages.push_back(std::move(o));
     } else {
       print_diags(diags);
-      std::cout << (valid ? "valid   " : "invalid ") << path;
+      std::cout << (valid ? "valid   " : "invalid ") << printable(path);
       if (diags.error_count() > 0)
         std::cout << "  errors=" << diags.error_count();
       if (warnings > 0)
@@ -224,17 +240,17 @@ int cmd_validate(const Args& a) {
     json::object doc;
     doc["valid"] = all_valid;
     doc["packages"] = std::move(packages);
-    std::cout << json::serialize(doc) << "\n";
+    std::cout << json_text(doc) << "\n";
   }
   return all_valid ? 0 : 1;
 }
 
 std::string artifact_text(const tosca::Artifact& a) {
-  std::string s = a.name;
+  std::string s = printable(a.name);
   if (!a.type.empty())
-    s += " (" + a.type + ")";
+    s += " (" + printable(a.type) + ")";
   if (!a.file.empty())
-    s += " -> " + a.file + (a.present ? "" : " [missing]");
+    s += " -> " + printable(a.file) + (a.present ? "" : " [missing]");
   return s;
 }
 
@@ -378,67 +394,70 @@ json::object flavour_json(const tosca::Flavour& f) {
   return o;
 }
 
+// Every name below comes from the package: printable() keeps a hostile one from
+// controlling the terminal.
 void print_flavour(const tosca::Flavour& f) {
-  std::cout << "\nflavour " << f.id;
+  auto p = [](std::string_view s) { return printable(s); };
+  std::cout << "\nflavour " << p(f.id);
   if (!f.description.empty())
-    std::cout << ": " << f.description;
-  std::cout << "\n  file: " << f.file << "\n  vnf node: " << f.vnf_node << " (" << f.vnf_type
-            << ")\n";
+    std::cout << ": " << p(f.description);
+  std::cout << "\n  file: " << p(f.file) << "\n  vnf node: " << p(f.vnf_node) << " ("
+            << p(f.vnf_type) << ")\n";
   std::cout << "  vdus:\n";
   for (const auto& v : f.vdus) {
-    std::cout << "    " << v.name << " (" << v.type << ") instances " << v.min_instances << ".."
-              << v.max_instances;
+    std::cout << "    " << p(v.name) << " (" << p(v.type) << ") instances " << v.min_instances
+              << ".." << v.max_instances;
     if (v.sw_image) {
       std::cout << ", image " << artifact_text(*v.sw_image);
     } else if (!v.sw_image_name.empty()) {
-      std::cout << ", image " << v.sw_image_name;
+      std::cout << ", image " << p(v.sw_image_name);
     }
     if (!v.storages.empty()) {
       std::cout << ", storage";
       for (const auto& s : v.storages)
-        std::cout << " " << s;
+        std::cout << " " << p(s);
     }
     std::cout << "\n";
   }
   std::cout << "  connection points:\n";
   for (const auto& c : f.cps) {
-    std::cout << "    " << c.name << " on " << c.virtual_binding << " -> "
-              << (!c.virtual_link.empty()    ? c.virtual_link
-                  : !c.external_link.empty() ? "external " + c.external_link
+    std::cout << "    " << p(c.name) << " on " << p(c.virtual_binding) << " -> "
+              << (!c.virtual_link.empty()    ? p(c.virtual_link)
+                  : !c.external_link.empty() ? "external " + p(c.external_link)
                                              : std::string("(unbound)"))
               << "\n";
   }
   std::cout << "  virtual links:\n";
   for (const auto& v : f.vls) {
-    std::cout << "    " << v.name;
-    for (const auto& p : v.layer_protocols)
-      std::cout << " " << p;
+    std::cout << "    " << p(v.name);
+    for (const auto& lp : v.layer_protocols)
+      std::cout << " " << p(lp);
     std::cout << "\n";
   }
   if (!f.storages.empty()) {
     std::cout << "  storage:\n";
     for (const auto& s : f.storages)
-      std::cout << "    " << s.name << " " << s.size << "\n";
+      std::cout << "    " << p(s.name) << " " << p(s.size) << "\n";
   }
   if (!f.aspects.empty()) {
     std::cout << "  scaling aspects:\n";
     for (const auto& a : f.aspects) {
-      std::cout << "    " << a.id << " max_scale_level " << a.max_scale_level;
+      std::cout << "    " << p(a.id) << " max_scale_level " << a.max_scale_level;
       for (const auto& [vdu, deltas] : a.vdu_deltas) {
         for (const auto& [d, n] : deltas)
-          std::cout << ", " << vdu << " +" << n << " per " << d;
+          std::cout << ", " << p(vdu) << " +" << n << " per " << p(d);
       }
       std::cout << "\n";
     }
   }
   if (!f.levels.empty()) {
-    std::cout << "  instantiation levels (default " << f.default_level << "):\n";
+    std::cout << "  instantiation levels (default " << p(f.default_level) << "):\n";
     for (const auto& l : f.levels) {
-      std::cout << "    " << l.id;
+      std::cout << "    " << p(l.id);
       for (const auto& [vdu, n] : l.vdu_instances)
-        std::cout << " " << vdu << "=" << n;
+        std::cout << " " << p(vdu) << "=" << n;
       for (const auto& [asp, n] : l.scale_info)
-        std::cout << " " << asp << "@" << n;
+        std::cout << " " << p(asp) << "@" << n;
       std::cout << "\n";
     }
   }
@@ -446,7 +465,7 @@ void print_flavour(const tosca::Flavour& f) {
   if (f.lcm_operations.empty())
     std::cout << "    (none)\n";
   for (const auto& op : f.lcm_operations) {
-    std::cout << "    " << op.name << " -> ";
+    std::cout << "    " << p(op.name) << " -> ";
     if (!op.implementation) {
       std::cout << "(no implementation)\n";
       continue;
@@ -454,19 +473,15 @@ void print_flavour(const tosca::Flavour& f) {
     if (op.implementation->primary_artifact) {
       std::cout << artifact_text(*op.implementation->primary_artifact);
     } else {
-      std::cout << op.implementation->primary;
+      std::cout << p(op.implementation->primary);
     }
     for (const auto& d : op.implementation->dependencies)
-      std::cout << " + " << d;
+      std::cout << " + " << p(d);
     std::cout << "\n";
   }
 }
 
 int cmd_inspect(const Args& a) {
-  if (a.paths.size() != 1) {
-    std::cerr << "vnflow csar inspect: give exactly one package\n" << kUsage;
-    return 2;
-  }
   base::Diagnostics diags;
   auto pkg = tosca::load_package(a.paths[0], options_from(a), diags);
   if (!a.json)
@@ -479,7 +494,7 @@ int cmd_inspect(const Args& a) {
         ds.push_back(diag_json(d));
       doc["valid"] = false;
       doc["diagnostics"] = std::move(ds);
-      std::cout << json::serialize(doc) << "\n";
+      std::cout << json_text(doc) << "\n";
     }
     return 1;
   }
@@ -491,9 +506,9 @@ int cmd_inspect(const Args& a) {
   if (!a.flavour.empty() && flavours.empty()) {
     std::string known;
     for (const auto& f : pkg->flavours)
-      known += (known.empty() ? "" : ", ") + f.id;
-    std::cerr << "vnflow csar inspect: no flavour \"" << a.flavour << "\" (flavours: " << known
-              << ")\n";
+      known += (known.empty() ? "" : ", ") + printable(f.id);
+    std::cerr << "vnflow csar inspect: no flavour \"" << printable(a.flavour)
+              << "\" (flavours: " << known << ")\n";
     return 2;
   }
   bool valid = !diags.has_errors();
@@ -535,21 +550,22 @@ int cmd_inspect(const Args& a) {
     for (const auto& d : diags.sorted())
       ds.push_back(diag_json(d));
     doc["diagnostics"] = std::move(ds);
-    std::cout << json::serialize(doc) << "\n";
+    std::cout << json_text(doc) << "\n";
     return valid ? 0 : 1;
   }
-  std::cout << "package " << pkg->display_name << (valid ? "" : "  (has errors)") << "\n";
-  std::cout << "  digest: sha256:" << pkg->digest << "\n";
-  std::cout << "  entry: " << pkg->entry_definitions << " (" << pkg->tosca_version << ")\n";
+  auto p = [](std::string_view s) { return printable(s); };
+  std::cout << "package " << p(pkg->display_name) << (valid ? "" : "  (has errors)") << "\n";
+  std::cout << "  digest: sha256:" << p(pkg->digest) << "\n";
+  std::cout << "  entry: " << p(pkg->entry_definitions) << " (" << p(pkg->tosca_version) << ")\n";
   for (const auto& [k, v] : pkg->template_metadata)
-    std::cout << "  " << k << ": " << v << "\n";
-  std::cout << "vnf " << pkg->vnf.product_name << " " << pkg->vnf.software_version << " by "
-            << pkg->vnf.provider << "\n";
-  std::cout << "  descriptor: " << pkg->vnf.descriptor_id << " version "
-            << pkg->vnf.descriptor_version << "\n  node type: " << pkg->vnf.node_type << "\n";
+    std::cout << "  " << p(k) << ": " << p(v) << "\n";
+  std::cout << "vnf " << p(pkg->vnf.product_name) << " " << p(pkg->vnf.software_version) << " by "
+            << p(pkg->vnf.provider) << "\n";
+  std::cout << "  descriptor: " << p(pkg->vnf.descriptor_id) << " version "
+            << p(pkg->vnf.descriptor_version) << "\n  node type: " << p(pkg->vnf.node_type) << "\n";
   std::cout << "  flavours:";
   for (const auto& f : pkg->flavours)
-    std::cout << " " << f.id;
+    std::cout << " " << p(f.id);
   std::cout << "\n";
   for (const auto* f : flavours)
     print_flavour(*f);
@@ -558,12 +574,322 @@ int cmd_inspect(const Args& a) {
 
 }  // namespace
 
+// ---------------------------------------------------------------------------------------
+// What every command group shares (cli_internal.h)
+
+namespace {
+
+bool contains(const std::vector<std::string>& v, std::string_view s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// The synopsis of a usage text: its lines up to the first blank one.
+std::string synopsis(const std::string& usage) {
+  size_t end = usage.find("\n\n");
+  return end == std::string::npos ? usage : usage.substr(0, end + 1);
+}
+
+// The length of the UTF-8 sequence starting at s[i], 0 when it is not one (overlong forms,
+// surrogates and code points above U+10FFFF are not).
+size_t utf8_length(std::string_view s, size_t i) {
+  auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = at(i);
+  size_t n = c >= 0xc2 && c <= 0xdf   ? 2
+             : c >= 0xe0 && c <= 0xef ? 3
+             : c >= 0xf0 && c <= 0xf4 ? 4
+                                      : 0;
+  if (n == 0 || i + n > s.size())
+    return 0;
+  unsigned char lo = 0x80, hi = 0xbf;  // the range of the second byte
+  if (c == 0xe0)
+    lo = 0xa0;
+  else if (c == 0xed)
+    hi = 0x9f;
+  else if (c == 0xf0)
+    lo = 0x90;
+  else if (c == 0xf4)
+    hi = 0x8f;
+  if (at(i + 1) < lo || at(i + 1) > hi)
+    return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (at(i + k) < 0x80 || at(i + k) > 0xbf)
+      return 0;
+  }
+  return n;
+}
+
+// The code point of a valid sequence of `n` bytes at s[i].
+uint32_t code_point(std::string_view s, size_t i, size_t n) {
+  auto at = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(s[k])); };
+  uint32_t cp = at(i) & (n == 2 ? 0x1f : n == 3 ? 0x0f : 0x07);
+  for (size_t k = 1; k < n; ++k)
+    cp = (cp << 6) | (at(i + k) & 0x3f);
+  return cp;
+}
+
+// C1 controls and the bidirectional embeddings, overrides and isolates (which reorder what
+// follows them on the screen).
+bool hidden_control(uint32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
+         (cp >= 0x2066 && cp <= 0x2069);
+}
+
+void append_hex(std::string& out, const char* prefix, uint32_t v, int digits) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += prefix;
+  for (int d = digits - 1; d >= 0; --d)
+    out += kHex[(v >> (4 * d)) & 0xf];
+}
+
+std::string escape(std::string_view s, bool keep_lines) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      if (keep_lines && (c == '\n' || c == '\t'))
+        out += static_cast<char>(c);
+      else if (c == '\n')
+        out += "\\n";
+      else if (c == '\r')
+        out += "\\r";
+      else if (c == '\t')
+        out += "\\t";
+      else
+        append_hex(out, "\\x", c, 2);
+      ++i;
+      continue;
+    }
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    size_t n = utf8_length(s, i);
+    if (n == 0) {
+      append_hex(out, "\\x", c, 2);  // not UTF-8: a lone 0x9b is CSI to some terminals
+      ++i;
+      continue;
+    }
+    uint32_t cp = code_point(s, i, n);
+    if (hidden_control(cp))
+      append_hex(out, "\\u", cp, 4);
+    else
+      out.append(s.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string printable(std::string_view s) {
+  return escape(s, false);
+}
+
+std::string printable_text(std::string_view s) {
+  return escape(s, true);
+}
+
+std::string json_safe(std::string_view text) {
+  // Raw DEL, C1 and bidi controls can only be inside strings in serialized JSON, where
+  // \u00HH means the same character.
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t n = c >= 0x80 ? utf8_length(text, i) : 0;
+    if (c == 0x7f) {
+      out += "\\u007f";
+      ++i;
+    } else if (n > 0 && hidden_control(code_point(text, i, n))) {
+      append_hex(out, "\\u", code_point(text, i, n), 4);
+      i += n;
+    } else {
+      size_t len = n > 0 ? n : 1;
+      out.append(text.substr(i, len));
+      i += len;
+    }
+  }
+  return out;
+}
+
+std::string json_text(const json::value& v) {
+  return json_safe(json::serialize(v));
+}
+
+void print_diags(const base::Diagnostics& diags) {
+  for (auto d : diags.sorted()) {
+    d.where.file = printable(d.where.file);
+    d.message = printable(d.message);
+    d.code = printable(d.code);
+    for (auto& n : d.notes)
+      n = printable(n);
+    std::cerr << base::to_string(d) << "\n";
+  }
+}
+
+int fail(const base::Status& s) {
+  std::cerr << "vnflow: " << printable(s.message()) << "\n";
+  return 1;
+}
+
+std::optional<long long> parse_positive(std::string_view text, long long max) {
+  if (text.empty() || text.size() > 18)
+    return std::nullopt;
+  long long n = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      return std::nullopt;
+    n = n * 10 + (c - '0');
+  }
+  if (n < 1 || n > max)
+    return std::nullopt;
+  return n;
+}
+
+std::string suggest(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string best = base::closest_match(word, candidates);
+  if (!best.empty())
+    return best;
+  for (const auto& c : candidates) {
+    if (c.size() != word.size())
+      continue;
+    size_t first = 0;
+    while (first < c.size() && c[first] == word[first])
+      ++first;
+    if (first + 1 < c.size() && c[first] == word[first + 1] && c[first + 1] == word[first] &&
+        c.substr(first + 2) == word.substr(first + 2))
+      return c;
+  }
+  return "";
+}
+
+int usage_error(const CommandSpec& spec, std::string_view message) {
+  std::cerr << "vnflow " << spec.words << ": " << printable(message) << "\n"
+            << synopsis(spec.usage) << "(vnflow " << spec.words << " --help for more)\n";
+  return 2;
+}
+
+std::optional<int> parse_command(const std::vector<std::string>& argv, size_t start,
+                                 const CommandSpec& spec, Opts& o) {
+  std::string err;
+  bool help = false;
+  bool options_end = false;
+  for (size_t i = start; i < argv.size(); ++i) {
+    const std::string& s = argv[i];
+    if (!options_end && s == "--") {
+      options_end = true;
+      continue;
+    }
+    if (options_end || s.size() < 2 || s[0] != '-') {
+      o.pos.push_back(s);
+      continue;
+    }
+    if (s == "--help" || s == "-h") {
+      help = true;
+      continue;
+    }
+    std::string name = s;
+    std::optional<std::string> value;
+    if (size_t eq = s.find('='); s.rfind("--", 0) == 0 && eq != std::string::npos) {
+      name = s.substr(0, eq);
+      value = s.substr(eq + 1);
+    }
+    if (contains(spec.valued, name)) {
+      if (!value && i + 1 >= argv.size()) {
+        if (err.empty())
+          err = name + " needs a value";
+        continue;
+      }
+      o.kv[name] = value ? *value : argv[++i];
+    } else if (contains(spec.flags, name)) {
+      if (value && err.empty())
+        err = name + " takes no value";
+      o.flags.insert(name);
+    } else if (err.empty()) {
+      std::vector<std::string> known = spec.valued;
+      known.insert(known.end(), spec.flags.begin(), spec.flags.end());
+      known.push_back("--help");
+      err = "unknown option " + name;
+      if (std::string hint = suggest(name, known); !hint.empty())
+        err += " (did you mean " + hint + "?)";
+    }
+  }
+  // --help wins over any mistake on the same line: it is how one finds the right spelling.
+  if (help) {
+    std::cout << spec.usage;
+    return 0;
+  }
+  if (!err.empty())
+    return usage_error(spec, err);
+  if (o.pos.size() < spec.min_pos)
+    return usage_error(spec, "missing argument");
+  if (o.pos.size() > spec.max_pos)
+    return usage_error(spec, "unexpected argument \"" + o.pos[spec.max_pos] + "\"");
+  return std::nullopt;
+}
+
+const CommandSpec* find_subcommand(const std::vector<std::string>& argv,
+                                   const std::vector<CommandSpec>& subs, int& status) {
+  const std::string& group = argv[1];
+  std::vector<std::string> names;
+  std::string usage = "usage: vnflow " + group + " SUBCOMMAND [options]   (vnflow " + group +
+                      " SUBCOMMAND --help: its options)\n";
+  for (const auto& c : subs) {
+    names.push_back(c.words.substr(group.size() + 1));
+    // "usage: vnflow ..." becomes "  vnflow ...", its continuation lines move along.
+    std::string syn = synopsis(c.usage);
+    size_t at = 0;
+    while (at < syn.size()) {
+      size_t eol = syn.find('\n', at);
+      std::string line = syn.substr(at, eol == std::string::npos ? std::string::npos : eol - at);
+      at = eol == std::string::npos ? syn.size() : eol + 1;
+      if (line.rfind("usage: ", 0) == 0)
+        line = "  " + line.substr(7);
+      else if (line.rfind("       ", 0) == 0)
+        line = line.substr(5);
+      usage += line + "\n";
+    }
+  }
+  if (argv.size() >= 3) {
+    for (const auto& c : subs) {
+      if (c.words == group + " " + argv[2])
+        return &c;
+    }
+  }
+  if (argv.size() >= 3 && (argv[2] == "--help" || argv[2] == "-h" || argv[2] == "help")) {
+    std::cout << usage;
+    status = 0;
+    return nullptr;
+  }
+  if (argv.size() >= 3) {
+    std::cerr << "vnflow " << group << ": unknown command \"" << printable(argv[2]) << "\"";
+    if (std::string hint = suggest(argv[2], names); !hint.empty())
+      std::cerr << " (did you mean " << hint << "?)";
+    std::cerr << "\n";
+  }
+  std::cerr << usage;
+  status = 2;
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------
+
 int run(const std::vector<std::string>& argv) {
-  if (argv.size() < 2 || argv[1] == "--help" || argv[1] == "-h" || argv[1] == "help") {
+  if (argv.size() < 2) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  if (argv[1] == "--help" || argv[1] == "-h" || argv[1] == "help") {
     std::cout << kUsage;
-    return argv.size() < 2 ? 2 : 0;
+    return 0;
   }
   if (argv[1] == "version" || argv[1] == "--version") {
+    static const CommandSpec kVersion{"version", "usage: vnflow version\n", {}, {}, 0, 0};
+    Opts o;
+    if (auto st = parse_command(argv, 2, kVersion, o))
+      return *st;
     std::cout << "vnflow 0.1.0\n";
     return 0;
   }
@@ -572,21 +898,24 @@ int run(const std::vector<std::string>& argv) {
   if (argv[1] == "package" || argv[1] == "instance" || argv[1] == "op" || argv[1] == "vim" ||
       argv[1] == "daemon")
     return cmd_engine(argv);
-  if (argv[1] == "csar" && argv.size() >= 3) {
+  if (argv[1] == "csar") {
+    int status = 2;
+    const CommandSpec* spec = find_subcommand(argv, csar_commands(), status);
+    if (spec == nullptr)
+      return status;
+    Opts o;
+    if (auto st = parse_command(argv, 3, *spec, o))
+      return *st;
     Args a;
-    std::string err;
-    if (!parse_args(argv, 3, a, err)) {
-      std::cerr << "vnflow csar " << argv[2] << ": " << err << "\n";
+    if (!csar_args(*spec, o, a))
       return 2;
-    }
-    if (argv[2] == "validate")
-      return cmd_validate(a);
-    if (argv[2] == "inspect")
-      return cmd_inspect(a);
+    return argv[2] == "validate" ? cmd_validate(a) : cmd_inspect(a);
   }
-  std::cerr << "vnflow: unknown command";
-  for (size_t i = 1; i < argv.size() && i < 3; ++i)
-    std::cerr << " \"" << argv[i] << "\"";
+  std::cerr << "vnflow: unknown command \"" << printable(argv[1]) << "\"";
+  std::string hint = suggest(
+      argv[1], {"csar", "workflow", "package", "instance", "op", "vim", "daemon", "version"});
+  if (!hint.empty())
+    std::cerr << " (did you mean " << hint << "?)";
   std::cerr << "\n" << kUsage;
   return 2;
 }
@@ -594,12 +923,19 @@ int run(const std::vector<std::string>& argv) {
 }  // namespace vnflow_cli
 
 int main(int argc, char** argv) {
+  // Files and folders the commands create (the database, its WAL and SHM, the key, work
+  // folders) are the user's alone: 0600 and 0700.
+  ::umask(077);
+  // A closed pipe (a log reader gone, `vnflow op list | head -1`) is an EPIPE error on
+  // write instead of killing the process mid-operation; local.exec restores the default
+  // for the hooks it starts.
+  std::signal(SIGPIPE, SIG_IGN);
   std::vector<std::string> args(argv, argv + argc);
   try {
     return vnflow_cli::run(args);
   } catch (const std::exception& e) {
     // Never a crash: an escaped exception is a bug, reported as such.
-    std::cerr << "vnflow: internal error: " << e.what() << "\n";
+    std::cerr << "vnflow: internal error: " << vnflow_cli::printable(e.what()) << "\n";
     return 3;
   }
 }

@@ -54,7 +54,7 @@ states:
       shell: |
         echo gate >> "$OUT/log"
         sleep "$HOLD"
-        test -e "$OUT/open"
+        test -e "$OUT/open" || { printf '\033[31mgate closed\033[0m\n' >&2; exit 1; }
       env:
         OUT: ${request.additionalParams.out}
         HOLD: ${string(default(request.additionalParams.hold, 0))}
@@ -75,6 +75,7 @@ EOF
 req "$work/inst.json" ""
 req "$work/inst-secret.json" ', "ssh_password": "s3cret-XYZ"'
 req "$work/inst-long.json" ', "hold": 5'
+req "$work/inst-2s.json" ', "hold": 2'
 
 # --- onboarding
 p1=$("$v" package onboard "$pkg") && ok || bad "onboard"
@@ -111,6 +112,14 @@ check "op wait exits 1 when the operation is not COMPLETED" test $? -eq 1
 check "the gate failure leaves FAILED_TEMP" test "$(state "$o1")" = FAILED_TEMP
 check "op show names the failed state and the reason" grep -q 'instantiate_end.gate: failed: .*exit status 1' <("$v" op show "$o1")
 check "the history shows the retry" grep -q 'retry_scheduled instantiate_end.gate' <("$v" op history "$o1")
+"$v" op show "$o1" >"$work/show.txt"; "$v" op history "$o1" >"$work/hist.txt"
+check "op show prints the hook's escape sequence escaped" grep -qF 'exit status 1: \x1b[31mgate closed\x1b[0m' "$work/show.txt"
+check "... and op history" grep -qF '\x1b[31mgate closed' "$work/hist.txt"
+check "... never raw (op show, op history, the daemon's log)" \
+  bash -c "! grep -qP '\x1b' '$work/show.txt' '$work/hist.txt' '$work/daemon.log'"
+check "the database, its WAL and SHM are 0600" \
+  test "$(stat -c %a "$VNFLOW_DB" "$VNFLOW_DB-wal" "$VNFLOW_DB-shm" "$VNFLOW_DB.key" | sort -u)" = 600
+check "the work folder is 0700" test "$(stat -c %a "$work/wd")" = 700
 touch "$work/out/open"
 "$v" op retry "$o1" >/dev/null
 check "op retry completes the operation" "$v" op wait "$o1" --timeout 30
@@ -184,6 +193,16 @@ second=$!
 wait "$second"
 check "a second daemon on the same database is refused" test $? -eq 1
 check "... saying so" grep -q 'another daemon is running' "$work/err"
+# The lock is the database file's (its inode), not its name's.
+ln -s "$VNFLOW_DB" "$work/alias.db"
+timeout 20 "$v" daemon --db "$work/alias.db" --work-dir "$work/wd" 2>"$work/err"
+check "a second daemon through a symlink is refused" test $? -eq 1
+check "... naming the database" grep -qF "another daemon is running on $VNFLOW_DB" "$work/err"
+ln "$VNFLOW_DB" "$work/hard.db" && cp -p "$VNFLOW_DB.key" "$work/hard.db.key"
+timeout 20 "$v" daemon --db "$work/hard.db" --work-dir "$work/wd" 2>"$work/err"
+check "a second daemon through a hard link is refused" test $? -eq 1
+check "... saying so" grep -q 'another daemon is running on' "$work/err"
+rm -f "$work/hard.db" "$work/hard.db.key" "$work/alias.db"
 touch "$work/out/open"
 i4=$("$v" instance create --package "$p1")
 gates=$(grep -c gate "$work/out/log")
@@ -196,7 +215,72 @@ daemon_pid=
 check "the drained step finished and was recorded" grep -q 'succeeded instantiate_end.gate' <("$v" op history "$o7")
 start_daemon
 check "the operation completes after the restart" "$v" op wait "$o7" --timeout 30
+
+# --- SIGHUP drains like SIGTERM
+i5=$("$v" instance create --package "$p1")
+gates=$(grep -c gate "$work/out/log")
+o8=$("$v" instance instantiate "$i5" --request "$work/inst-2s.json")
+for _ in $(seq 50); do [[ $(grep -c gate "$work/out/log") -gt $gates ]] && break; sleep 0.1; done
+kill -HUP "$daemon_pid"
+wait "$daemon_pid"
+check "SIGHUP drains and exits 0" test $? -eq 0
+daemon_pid=
+check "... after the running step's result was recorded" grep -q 'succeeded instantiate_end.gate' <("$v" op history "$o8")
+
+# --- a restart right after SIGKILL: a forked child of the dead daemon may still hold the
+# lock for a moment; the new daemon waits for it (up to 3 s) instead of refusing.
+start_daemon
+i6=$("$v" instance create --package "$p1")
+gates=$(grep -c gate "$work/out/log")
+o9=$("$v" instance instantiate "$i6" --request "$work/inst-2s.json")
+for _ in $(seq 50); do [[ $(grep -c gate "$work/out/log") -gt $gates ]] && break; sleep 0.1; done
+kill -KILL "$daemon_pid"; wait "$daemon_pid" 2>/dev/null
+start_daemon
+check "a restart right after SIGKILL succeeds" "$v" op wait "$o9" --timeout 30
 kill -TERM "$daemon_pid"; wait "$daemon_pid"; daemon_pid=
+# Deterministically: another process holds the database's flock for 1.5 s.
+flock "$VNFLOW_DB" sleep 1.5 &
+holder=$!
+sleep 0.3
+"$v" daemon --work-dir "$work/wd" --poll-ms 10 2>"$work/held.log" &
+daemon_pid=$!
+sleep 0.7
+check "a daemon does not start while the database's lock is held" \
+  bash -c "! grep -q 'vnflow daemon on' '$work/held.log'"
+wait "$holder"
+for _ in $(seq 50); do grep -q 'vnflow daemon on' "$work/held.log" && break; sleep 0.1; done
+check "... and starts once it is released" grep -q 'vnflow daemon on' "$work/held.log"
+check "... still running" kill -0 "$daemon_pid"
+kill -TERM "$daemon_pid"; wait "$daemon_pid"; daemon_pid=
+flock "$VNFLOW_DB" sleep 8 &
+holder=$!
+sleep 0.3
+start=$(date +%s%N)
+timeout 20 "$v" daemon --work-dir "$work/wd" 2>"$work/err"
+rc=$?
+took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+check "a lock held longer than 3 s refuses the daemon" test $rc -eq 1
+check "... after trying for 3 s (took ${took_ms} ms)" test $took_ms -ge 2900 -a $took_ms -lt 7000
+check "... saying so" grep -q 'another daemon is running' "$work/err"
+kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+
+# --- as another user: the daemon is not dumpable; --hook-user needs root
+if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null; then
+  nb=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-nobody.XXXXXX")
+  chown nobody "$nb"
+  as_nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$nb")
+  "${as_nobody[@]}" "$v" daemon --db "$nb/v.db" --work-dir "$nb/wd" 2>"$work/nobody.log" &
+  daemon_pid=$!
+  for _ in $(seq 50); do grep -q 'vnflow daemon on' "$work/nobody.log" && break; sleep 0.1; done
+  check "a daemon runs as nobody" grep -q '^Uid:[[:space:]]*65534' "/proc/$daemon_pid/status"
+  check "... and is not dumpable (its /proc/<pid>/fd is root's, not nobody's)" \
+    test "$(stat -c %U "/proc/$daemon_pid/fd")" = root
+  kill -TERM "$daemon_pid"; wait "$daemon_pid"; daemon_pid=
+  "${as_nobody[@]}" timeout 20 "$v" daemon --db "$nb/v.db" --hook-user nobody 2>"$work/err"
+  check "--hook-user is refused when the daemon is not root (exit 2)" test $? -eq 2
+  check "... saying why" grep -q -- '--hook-user needs the daemon to run as root' "$work/err"
+  rm -rf "$nb"
+fi
 
 echo "engine cli: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]
