@@ -239,12 +239,13 @@ start_daemon
 check "a restart right after SIGKILL succeeds" "$v" op wait "$o9" --timeout 30
 kill -TERM "$daemon_pid"; wait "$daemon_pid"; daemon_pid=
 # Deterministically: another process holds the database's flock for 1.5 s.
+held() { for _ in $(seq 50); do flock -n "$VNFLOW_DB" true || return 0; sleep 0.1; done; return 1; }
 flock "$VNFLOW_DB" sleep 1.5 &
 holder=$!
-sleep 0.3
+held
 "$v" daemon --work-dir "$work/wd" --poll-ms 10 2>"$work/held.log" &
 daemon_pid=$!
-sleep 0.7
+sleep 0.5
 check "a daemon does not start while the database's lock is held" \
   bash -c "! grep -q 'vnflow daemon on' '$work/held.log'"
 wait "$holder"
@@ -254,7 +255,7 @@ check "... still running" kill -0 "$daemon_pid"
 kill -TERM "$daemon_pid"; wait "$daemon_pid"; daemon_pid=
 flock "$VNFLOW_DB" sleep 8 &
 holder=$!
-sleep 0.3
+held
 start=$(date +%s%N)
 timeout 20 "$v" daemon --work-dir "$work/wd" 2>"$work/err"
 rc=$?
