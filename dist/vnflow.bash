@@ -26,10 +26,12 @@ _vnflow() {
         ROLLED_BACK" -- "$cur")); return ;;
     --type)
       COMPREPLY=($(compgen -W "openstack kubernetes" -- "$cur")); return ;;
+    --hook-user)
+      COMPREPLY=($(compgen -u -- "$cur")); return ;;
     --package | --name | --description | --workers | --timeout | --from | --instance | \
       --limit | --poll-ms | --flavour | --flavor | --repeat | --cloud | --auth-url | \
       --username | --project | --user-domain | --project-domain | --region | --interface | \
-      --server | --id | --orchestration-endpoint | --heat-stall-secs)
+      --server | --id | --orchestration-endpoint | --heat-stall-secs | --max-redispatch)
       return ;;
   esac
 
@@ -41,22 +43,23 @@ _vnflow() {
 
   local subs="" opts=""
   case $cmd in
-    csar) subs="validate inspect"; opts="--json --no-digests --strict --flavour --repeat" ;;
-    workflow) subs="show check"; opts="--flavour --op --format" ;;
-    package) subs="onboard list"; opts="--db --json" ;;
+    csar) subs="validate inspect"; opts="--help --json --no-digests --strict --flavour --repeat" ;;
+    workflow) subs="show check"; opts="--help --flavour --op --format" ;;
+    package) subs="onboard list"; opts="--help --db --json" ;;
     instance)
       subs="create list show delete instantiate heal scale terminate change-ext-conn modify"
-      opts="--db --json --package --name --description --request" ;;
+      opts="--help --db --json --package --name --description --request" ;;
     op)
       subs="list show history wait watch retry rollback fail cancel replay"
-      opts="--db --json --instance --state --limit --timeout --dry-run --package --from" ;;
+      opts="--help --db --json --instance --state --limit --timeout --dry-run --force --package
+        --from" ;;
     vim)
       subs="register list show delete"
-      opts="--db --json --name --type --from-env --cloud --clouds-file --auth-url --username
+      opts="--help --db --json --name --type --from-env --cloud --clouds-file --auth-url --username
         --password-file --project --user-domain --project-domain --region --interface
         --cacert --heat-env --default --server --token-file --ca-file --id
         --orchestration-endpoint --heat-stall-secs" ;;
-    daemon) opts="--db --workers --work-dir --poll-ms" ;;
+    daemon) opts="--help --db --workers --work-dir --poll-ms --hook-user --max-redispatch" ;;
     *) return ;;
   esac
 
