@@ -275,6 +275,7 @@ void kill_tree(pid_t group) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::umask(022);  // not the daemon's 077: files a hook makes are readable as usual
   ::close_range(3, ~0U, 0);
   ::execve(p.exe.c_str(), p.argv.data(), p.envp.data());
   say(errno == ENOENT ? "vnflow: cannot run the command: no such file\n"

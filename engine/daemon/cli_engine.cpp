@@ -250,6 +250,23 @@ const std::vector<CommandSpec>& op_commands() {
   return specs;
 }
 
+const std::vector<CommandSpec>& key_commands() {
+  static const std::vector<CommandSpec> specs = {
+      {"key rotate",
+       with_common("usage: vnflow key rotate [--db FILE]\n"
+                   "\n"
+                   "Re-seals every secret of the database with a new key and replaces the key\n"
+                   "file (<database>.key). Stop the daemon first. An interrupted rotation is\n"
+                   "finished the next time the database is opened (docs/security.md).\n\n",
+                   true),
+       {"--db"},
+       {},
+       0,
+       0},
+  };
+  return specs;
+}
+
 const CommandSpec& daemon_command() {
   static const CommandSpec spec = {
       "daemon",
@@ -365,6 +382,13 @@ base::Status check_database(const std::string& path) {
       return base::Status::PermissionDenied("the database \"" + path + "\" belongs to " +
                                             who(st.st_uid) + ", not to " + who(me) +
                                             "; refusing it");
+    // SQLite keeps a WAL per file name: two names of one file (a hard link) would each get a
+    // journal of their own and corrupt it.
+    if (st.st_nlink > 1)
+      return base::Status::FailedPrecondition(
+          "the database \"" + path + "\" has " + std::to_string(st.st_nlink) +
+          " hard links: each name would get a journal of its own; use one name (a symbolic "
+          "link is fine)");
     // SQLite would take a 0-byte file for a new database and write a schema into it.
     if (st.st_size == 0)
       return base::Status::FailedPrecondition(
@@ -1010,6 +1034,31 @@ bool lock_database(const std::string& path, Fd& lock) {
   return true;
 }
 
+int cmd_key(const Opts& o) {
+  std::string path = db_path(o);
+  if (base::Status s = check_database(path); !s.ok())
+    return fail(s);
+  if (::access(path.c_str(), F_OK) != 0)
+    return fail(base::Status::NotFound("no database \"" + path + "\""));
+  // The daemon keeps the key in memory: rotating under it would leave it sealing with the
+  // old one. Its lock on the database file says whether it runs.
+  Fd lock;
+  std::error_code ec;
+  std::string real = std::filesystem::canonical(path, ec).string();
+  lock.fd = ::open(ec ? path.c_str() : real.c_str(), O_RDONLY | O_CLOEXEC);
+  if (lock.fd < 0 || ::flock(lock.fd, LOCK_EX | LOCK_NB) != 0)
+    return fail(base::Status::FailedPrecondition("a daemon is running on " + path +
+                                                 "; stop it before rotating the key"));
+  auto store = open_checked(path);
+  if (!store)
+    return 1;
+  if (base::Status s = store->rotate_key(); !s.ok())
+    return fail(s);
+  std::cout << "key rotated: every secret of " << printable(path)
+            << " is sealed with the new key\n";
+  return 0;
+}
+
 int cmd_daemon(const CommandSpec& spec, const Opts& o) {
   engine::EngineOptions eo;
   struct {
@@ -1100,6 +1149,9 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
                      : (std::filesystem::path(path).parent_path() / "work").string();
   eo.owner = "daemon-" + std::to_string(::getpid());
   engine::Engine eng(*store, actions::Registry::standard(), eo);
+  // The work root, and no hook of a previous daemon still running (waits up to 30 s).
+  if (base::Status s = eng.prepare(); !s.ok())
+    return fail(s);
   running = &eng;
   if (int n = g_signals.load(); n > 0)
     eng.stop(n == 1);
@@ -1127,6 +1179,7 @@ int cmd_engine(const std::vector<std::string>& argv) {
                            group == "package"    ? package_commands()
                            : group == "instance" ? instance_commands()
                            : group == "op"       ? op_commands()
+                           : group == "key"      ? key_commands()
                                                  : vim_commands(),
                            status);
   if (spec == nullptr)
@@ -1145,6 +1198,8 @@ int cmd_engine(const std::vector<std::string>& argv) {
     return cmd_instance(*spec, o);
   if (group == "op")
     return cmd_op(*spec, o);
+  if (group == "key")
+    return cmd_key(o);
   if (group == "vim") {
     auto store = open_store(o);
     if (!store)

@@ -55,12 +55,14 @@ constexpr const char* kUsage =
     "  vim register --name N [--from-env | --cloud NAME | --auth-url URL --username U\n"
     "      --password-file F --project P] [--heat-env FILE] [--default] | list | show | delete\n"
     "      the VIM registry (OpenStack, Kubernetes); secrets sealed at rest, never printed\n"
+    "  key rotate\n"
+    "      re-seal every secret with a new key (stop the daemon first)\n"
     "  daemon [--workers N] [--work-dir DIR] [--poll-ms N] [--hook-user USER]\n"
     "         [--max-redispatch N]\n"
     "      run queued operations; resumes interrupted ones; SIGTERM, SIGINT or SIGHUP drains\n"
     "  version\n"
     "\n"
-    "options of the commands on a database (package, instance, op, vim, daemon):\n"
+    "options of the commands on a database (package, instance, op, vim, key, daemon):\n"
     "  --db FILE       the database, else $VNFLOW_DB, else ~/.local/share/vnflow/vnflow.db;\n"
     "                  its folder must be yours and not writable by others\n"
     "  --json          one JSON document on stdout instead of text\n"
@@ -896,7 +898,7 @@ int run(const std::vector<std::string>& argv) {
   if (argv[1] == "workflow")
     return cmd_workflow(argv);
   if (argv[1] == "package" || argv[1] == "instance" || argv[1] == "op" || argv[1] == "vim" ||
-      argv[1] == "daemon")
+      argv[1] == "key" || argv[1] == "daemon")
     return cmd_engine(argv);
   if (argv[1] == "csar") {
     int status = 2;
@@ -912,8 +914,8 @@ int run(const std::vector<std::string>& argv) {
     return argv[2] == "validate" ? cmd_validate(a) : cmd_inspect(a);
   }
   std::cerr << "vnflow: unknown command \"" << printable(argv[1]) << "\"";
-  std::string hint = suggest(
-      argv[1], {"csar", "workflow", "package", "instance", "op", "vim", "daemon", "version"});
+  std::string hint = suggest(argv[1], {"csar", "workflow", "package", "instance", "op", "vim",
+                                       "key", "daemon", "version"});
   if (!hint.empty())
     std::cerr << " (did you mean " << hint << "?)";
   std::cerr << "\n" << kUsage;

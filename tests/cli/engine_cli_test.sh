@@ -201,7 +201,7 @@ check "... naming the database" grep -qF "another daemon is running on $VNFLOW_D
 ln "$VNFLOW_DB" "$work/hard.db" && cp -p "$VNFLOW_DB.key" "$work/hard.db.key"
 timeout 20 "$v" daemon --db "$work/hard.db" --work-dir "$work/wd" 2>"$work/err"
 check "a second daemon through a hard link is refused" test $? -eq 1
-check "... saying so" grep -q 'another daemon is running on' "$work/err"
+check "... saying so (two names of one file are refused outright)" grep -qE 'another daemon is running on|hard links' "$work/err"
 rm -f "$work/hard.db" "$work/hard.db.key" "$work/alias.db"
 touch "$work/out/open"
 i4=$("$v" instance create --package "$p1")
@@ -282,6 +282,31 @@ if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null; then
   check "... saying why" grep -q -- '--hook-user needs the daemon to run as root' "$work/err"
   rm -rf "$nb"
 fi
+
+# --- key rotation; a database with two hard links
+kr=$work/keyrot
+mkdir -p -m 700 "$kr"
+printf 'kr-secret-pw' > "$kr/pw"
+"$v" vim register --db "$kr/v.db" --name kr --auth-url http://127.0.0.1:5000/v3 --username u \
+  --password-file "$kr/pw" --project p >/dev/null
+key_before=$(od -An -tx1 "$kr/v.db.key" | tr -d ' \n')
+"$v" key rotate --db "$kr/v.db" >"$kr/out" 2>"$work/err"
+check "key rotate succeeds" test $? -eq 0
+check "... and writes a new key" test "$(od -An -tx1 "$kr/v.db.key" | tr -d ' \n')" != "$key_before"
+"$v" key rotate --db "$kr/v.db" >/dev/null 2>"$work/err"
+check "... whose secrets open (a second rotation reads them all)" test $? -eq 0
+check "... the secret is still not in the file" bash -c "! grep -aq kr-secret-pw '$kr/v.db'"
+"$v" daemon --db "$kr/v.db" 2>"$kr/daemon.log" &
+daemon_pid=$!
+for _ in $(seq 50); do grep -q 'vnflow daemon on' "$kr/daemon.log" && break; sleep 0.1; done
+"$v" key rotate --db "$kr/v.db" 2>"$work/err"
+check "key rotate is refused while a daemon runs" test $? -eq 1
+check "... saying so" grep -q 'a daemon is running' "$work/err"
+kill -TERM "$daemon_pid"; wait "$daemon_pid"; daemon_pid=
+ln "$kr/v.db" "$kr/hard.db"
+"$v" vim list --db "$kr/hard.db" >/dev/null 2>"$work/err"
+check "a database with two hard links is refused" grep -q 'hard links' "$work/err"
+rm -f "$kr/hard.db"
 
 echo "engine cli: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]
