@@ -51,6 +51,9 @@ if dpkg-query -W -f='${Status}' vnflow 2>/dev/null | grep -q 'ok installed'; the
 fi
 
 work=$(mktemp -d /tmp/vnflow-deb-test.XXXXXX)
+# Other users must reach the build tree: the package build's tests run the freshly built
+# vnflow as nobody (engine_cli), and the installed one runs as vnflow.
+chmod 0755 "$work"
 user_existed=0; getent passwd vnflow >/dev/null && user_existed=1
 daemon_pid=
 stop_daemon() {  # SIGTERM drains; give it 30 s, then SIGKILL
