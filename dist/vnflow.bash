@@ -36,7 +36,7 @@ _vnflow() {
   esac
 
   if ((cword == 1)); then
-    COMPREPLY=($(compgen -W "csar workflow package instance op vim daemon version help" \
+    COMPREPLY=($(compgen -W "csar workflow package instance op vim key daemon version help" \
       -- "$cur"))
     return
   fi
@@ -59,6 +59,7 @@ _vnflow() {
         --password-file --project --user-domain --project-domain --region --interface
         --cacert --heat-env --default --server --token-file --ca-file --id
         --orchestration-endpoint --heat-stall-secs" ;;
+    key) subs="rotate"; opts="--help --db" ;;
     daemon) opts="--help --db --workers --work-dir --poll-ms --hook-user --max-redispatch" ;;
     *) return ;;
   esac
