@@ -141,6 +141,13 @@ struct Run {
   // Values known to be secret (secret-named fields of the request and of inputs, secret
   // outputs): scrubbed from every history event and error text.
   std::vector<std::string> secrets;
+  // States on a cycle of the machine (a loop can enter them again): only their visits are
+  // counted, so the cursor of a long straight machine does not grow.
+  std::shared_ptr<const std::vector<char>> cyclic;
+  bool is_cyclic(int index) const {
+    return cyclic && index >= 0 && static_cast<size_t>(index) < cyclic->size() &&
+           (*cyclic)[static_cast<size_t>(index)] != 0;
+  }
   void learn_secrets(const json::value& v, bool all) {
     std::vector<std::string> found;
     collect_secrets(v, all, found);
@@ -462,7 +469,7 @@ struct Engine::Impl {
   }
 
   void goto_state(Run& r, int next) {
-    r.c.visit = ++r.c.visits[next];
+    r.c.visit = r.is_cyclic(next) ? ++r.c.visits[next] : 1;
     r.c.cur = next;
     r.c.started = false;
     r.c.items.clear();
@@ -1150,6 +1157,76 @@ struct Engine::Impl {
     });
   }
 
+  // Which states lie on a cycle (strongly connected components, Tarjan, iterative), once per
+  // machine.
+  std::map<std::string, std::shared_ptr<const std::vector<char>>> cyclic_cache;
+  std::shared_ptr<const std::vector<char>> cyclic_states(const std::string& digest,
+                                                         const Machine& m) {
+    auto it = cyclic_cache.find(digest);
+    if (it != cyclic_cache.end())
+      return it->second;
+    size_t n = m.states.size();
+    std::vector<std::vector<int>> out(n);
+    for (size_t v = 0; v < n; ++v) {
+      const State& s = m.states[v];
+      for (int w : {s.next, s.on_failure})
+        if (w >= 0 && static_cast<size_t>(w) < n)
+          out[v].push_back(w);
+      for (const auto& c : s.choices)
+        if (c.next >= 0 && static_cast<size_t>(c.next) < n)
+          out[v].push_back(c.next);
+    }
+    auto res = std::make_shared<std::vector<char>>(n, 0);
+    std::vector<int> index(n, -1), low(n, 0), stack;
+    std::vector<char> on_stack(n, 0);
+    int counter = 0;
+    for (size_t root = 0; root < n; ++root) {
+      if (index[root] >= 0)
+        continue;
+      std::vector<std::pair<int, size_t>> frames{{static_cast<int>(root), 0}};
+      while (!frames.empty()) {
+        auto& [v, i] = frames.back();
+        auto uv = static_cast<size_t>(v);
+        if (i == 0 && index[uv] < 0) {
+          index[uv] = low[uv] = counter++;
+          stack.push_back(v);
+          on_stack[uv] = 1;
+        }
+        if (i < out[uv].size()) {
+          int w = out[uv][i++];
+          auto uw = static_cast<size_t>(w);
+          if (index[uw] < 0)
+            frames.emplace_back(w, 0);
+          else if (on_stack[uw])
+            low[uv] = std::min(low[uv], index[uw]);
+          continue;
+        }
+        if (low[uv] == index[uv]) {
+          std::vector<int> comp;
+          int w;
+          do {
+            w = stack.back();
+            stack.pop_back();
+            on_stack[static_cast<size_t>(w)] = 0;
+            comp.push_back(w);
+          } while (w != v);
+          bool self_loop = std::find(out[uv].begin(), out[uv].end(), v) != out[uv].end();
+          if (comp.size() > 1 || self_loop)
+            for (int c : comp)
+              (*res)[static_cast<size_t>(c)] = 1;
+        }
+        int done_v = v;
+        frames.pop_back();
+        if (!frames.empty()) {
+          auto up = static_cast<size_t>(frames.back().first);
+          low[up] = std::min(low[up], low[static_cast<size_t>(done_v)]);
+        }
+      }
+    }
+    cyclic_cache[digest] = res;
+    return res;
+  }
+
   std::shared_ptr<const Machine> machine(const std::string& digest, std::string* err) {
     auto it = machines.find(digest);
     if (it != machines.end())
@@ -1255,7 +1332,8 @@ struct Engine::Impl {
       ref.c.rb_item.attempt++;
       ref.c.rb_item.redispatches = 0;
     }
-    if (!ref.c.visits.count(ref.c.cur))
+    ref.cyclic = cyclic_states(op.machine_digest, *ref.m);
+    if (ref.is_cyclic(ref.c.cur) && !ref.c.visits.count(ref.c.cur))
       ref.c.visits[ref.c.cur] = ref.c.visit;
     // The secrets of the request and of earlier secret outputs, for scrubbing.
     ref.learn_secrets(ref.request, false);
