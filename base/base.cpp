@@ -307,6 +307,17 @@ bool is_valid_utf8(std::string_view s) {
   return true;
 }
 
+std::string shell_quote(std::string_view s) {
+  std::string o = "'";
+  for (char c : s) {
+    if (c == '\'')
+      o += "'\\''";
+    else
+      o += c;
+  }
+  return o + "'";
+}
+
 std::string json_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 8);

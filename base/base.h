@@ -212,5 +212,7 @@ Result<std::string> unseal(std::string_view key, std::string_view sealed, std::s
 bool is_valid_utf8(std::string_view s);
 // Escapes a string for a JSON document (without the surrounding quotes).
 std::string json_escape(std::string_view s);
+// 'text' for a POSIX shell: always single-quoted, a quote inside as '\''.
+std::string shell_quote(std::string_view s);
 
 }  // namespace base

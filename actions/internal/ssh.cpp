@@ -60,16 +60,8 @@ bool bool_in(const json::object& in, const char* k, bool dflt = false) {
   return v != nullptr && v->is_bool() ? v->get_bool() : dflt;
 }
 
-// 'text' for a POSIX shell.
 std::string quote(std::string_view s) {
-  std::string o = "'";
-  for (char c : s) {
-    if (c == '\'')
-      o += "'\\''";
-    else
-      o += c;
-  }
-  return o + "'";
+  return base::shell_quote(s);
 }
 
 std::string last_line(const std::string& s) {

@@ -582,7 +582,7 @@ R eval_call(const Expr& e, const Scope& s) {
     return json::value(out);
   }
   if (f == "shellquote")
-    return json::value(shell_quote(interpolate(args[0])));
+    return json::value(base::shell_quote(interpolate(args[0])));
   if (f == "pathsafe") {
     if (!args[0].is_string() && !is_int(args[0]))
       return type_error(e, "pathsafe() of " + kind_name(args[0]));
@@ -1210,17 +1210,6 @@ bool split_template_string(std::string_view s, std::vector<StringPart>& parts, s
     pos = i + 1;
   }
   return true;
-}
-
-std::string shell_quote(std::string_view s) {
-  std::string o = "'";
-  for (char c : s) {
-    if (c == '\'')
-      o += "'\\''";
-    else
-      o += c;
-  }
-  return o + "'";
 }
 
 bool is_safe_path_component(std::string_view s) {

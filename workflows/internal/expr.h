@@ -79,8 +79,7 @@ struct StringPart {
 bool split_template_string(std::string_view s, std::vector<StringPart>& parts, std::string* error,
                            uint32_t* error_offset);
 
-// shellquote(): `s` in POSIX single quotes, always quoted ('' for ""; a quote as '\'').
-std::string shell_quote(std::string_view s);
+// shellquote() is base::shell_quote.
 // pathsafe(): one file name a path cannot escape from: 1 to 255 bytes of [A-Za-z0-9._-],
 // not "." or "..", not starting with "-" (an option to the command that gets it).
 bool is_safe_path_component(std::string_view s);

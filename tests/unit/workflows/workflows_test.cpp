@@ -188,7 +188,7 @@ base::Result<json::value> try_eval(const std::string& text, const json::value& r
 // What /bin/sh makes of WORD: the arguments it splits it into, each followed by "|".
 std::string sh_words(const std::string& word) {
   std::string cmd = "printf '%s|' " + word;
-  std::string quoted_cmd = "sh -c " + workflows::shell_quote(cmd);
+  std::string quoted_cmd = "sh -c " + base::shell_quote(cmd);
   std::string out;
   FILE* p = ::popen(quoted_cmd.c_str(), "r");
   REQUIRE(p != nullptr);
