@@ -128,6 +128,9 @@ bool is_secret_name(std::string_view name);
 // Checks an OpenStack VIM's access info (auth_url, user or application credential,
 // project) without contacting it; the message says what is missing.
 base::Status check_openstack_access(const json::object& access);
+// `s` with every occurrence of each of `secrets` replaced by "***" (in the given order: put
+// longer secrets first when one contains another).
+std::string scrub(std::string s, const std::vector<std::string>& secrets);
 // A copy of `v` with every secret-named field's value replaced by "***".
 json::value redact(const json::value& v);
 

@@ -437,13 +437,7 @@ class LocalExec : public Action {
       p.argv.push_back(s.data());
     p.argv.push_back(nullptr);
     p.exe = resolve_exe(p.argv_s[0]);
-    auto scrub = [&](std::string s) {
-      for (const auto& sec : secrets) {
-        for (size_t q = s.find(sec); q != std::string::npos; q = s.find(sec, q + 3))
-          s.replace(q, sec.size(), "***");
-      }
-      return s;
-    };
+    auto scrub = [&](std::string s) { return actions::scrub(std::move(s), secrets); };
     std::string what =
         "local.exec \"" + scrub(p.argv_s[0] == "/bin/sh" ? "sh -c ..." : p.argv_s[0]) + "\"";
     if (p.exe.empty())

@@ -29,9 +29,9 @@ const Action* Registry::find(std::string_view name) const {
 }
 
 bool is_secret_name(std::string_view name) {
-  std::string n;
-  for (char c : name)
-    n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string n(name.size(), '\0');
+  for (size_t i = 0; i < name.size(); ++i)
+    n[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(name[i])));
   static const char* kWords[] = {"password",   "passwd",     "secret",  "token",  "private_key",
                                  "privatekey", "credential", "api_key", "apikey", "passphrase"};
   for (const char* w : kWords) {
@@ -39,6 +39,14 @@ bool is_secret_name(std::string_view name) {
       return true;
   }
   return false;
+}
+
+std::string scrub(std::string s, const std::vector<std::string>& secrets) {
+  for (const auto& sec : secrets) {
+    for (size_t p = s.find(sec); p != std::string::npos; p = s.find(sec, p + 3))
+      s.replace(p, sec.size(), "***");
+  }
+  return s;
 }
 
 json::value redact(const json::value& v) {

@@ -41,15 +41,6 @@ namespace {
 
 constexpr size_t kHistoryStringLimit = 4096;
 
-// Replaces every occurrence of a known secret in `s` by "***".
-std::string scrub(std::string s, const std::vector<std::string>& secrets) {
-  for (const auto& sec : secrets) {
-    for (size_t p = s.find(sec); p != std::string::npos; p = s.find(sec, p + 3))
-      s.replace(p, sec.size(), "***");
-  }
-  return s;
-}
-
 // Collects the string leaves of `v` (or only those under secret-named fields) that are long
 // enough to be worth scrubbing.
 void collect_secrets(const json::value& v, bool all, std::vector<std::string>& out) {
@@ -98,7 +89,7 @@ json::value for_history(const json::value& v, const std::vector<std::string>& se
   json::value r = actions::redact(v);
   std::function<void(json::value&)> cut = [&](json::value& x) {
     if (x.is_string() && !secrets.empty())
-      x = json::string(scrub(std::string(x.get_string()), secrets));
+      x = json::string(actions::scrub(std::string(x.get_string()), secrets));
     if (x.is_string() && x.get_string().size() > kHistoryStringLimit) {
       size_t n = x.get_string().size();
       std::string s(x.get_string().subview(0, kHistoryStringLimit));
@@ -160,7 +151,7 @@ struct Run {
               [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
   }
   json::value hist(const json::value& v) const { return for_history(v, secrets); }
-  std::string clean(const std::string& msg) const { return scrub(msg, secrets); }
+  std::string clean(const std::string& msg) const { return actions::scrub(msg, secrets); }
 };
 
 constexpr int kRollbackItem = -2;

@@ -97,23 +97,11 @@ constexpr std::string_view kSealedPrefix = "vnflow-sealed:";
 constexpr std::string_view kLegacyFieldAad = "vnflow-field";
 constexpr std::string_view kKeyCheckText = "vnflow database key check";
 
-// A cheap test before any parsing: most texts name no secret at all. Case-insensitive, as
-// is_secret_name() is (ADMIN_PASSWORD, ApiKey, TOKEN): one lowering pass, then plain finds.
+// A cheap test before any parsing: most texts name no secret at all. A text that holds a
+// secret-named field contains that name, so the field-name rule itself, applied to the whole
+// text, is the test (one word list, one letter-case rule: they cannot drift apart).
 bool may_hold_secret(std::string_view t) {
-  static thread_local std::string lower;
-  lower.resize(t.size());
-  for (size_t i = 0; i < t.size(); ++i) {
-    char c = t[i];
-    lower[i] = c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c;
-  }
-  static const char* kParts[] = {"passw",      "passwd",  "secret", "token",     "private",
-                                 "credential", "api_key", "apikey", "passphrase"};
-  std::string_view l(lower);
-  for (const char* p : kParts) {
-    if (l.find(p) != std::string_view::npos)
-      return true;
-  }
-  return false;
+  return actions::is_secret_name(t);
 }
 
 struct SealWalk {
@@ -956,16 +944,11 @@ class SqliteStore : public Store {
       check = q.getColumn(0).getString();
     q.reset();
     bool key_exists = ::access(key_path_.c_str(), F_OK) == 0;
-    if (check.empty() && !key_exists && has_sealed_data())
+    if (!key_exists && (!check.empty() || has_sealed_data()))
       return base::Status::FailedPrecondition(
           "the database holds sealed secrets but its key file " + key_path_ +
           " is missing; restore it (vnflow does not make a new key for a database with "
           "sealed data)");
-    if (!check.empty() && !key_exists)
-      return base::Status::FailedPrecondition(
-          "the database's key file " + key_path_ +
-          " is missing; restore it (vnflow does not make a new key for a database with sealed "
-          "data)");
     auto k = base::load_or_create_key(key_path_);
     if (!k.ok())
       return k.status();
