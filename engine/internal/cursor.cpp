@@ -68,8 +68,6 @@ json::value Cursor::to_json() const {
   json::object body_holder;
   json::object& body = seal_body ? body_holder : o;
   body["items"] = std::move(its);
-  if (visit != 1)
-    o["visit"] = visit;
   if (!visits.empty()) {
     json::object vs;
     for (const auto& [k, n] : visits)
@@ -140,8 +138,6 @@ base::Result<Cursor> Cursor::from_json(const json::value& v) {
       c.rb = static_cast<int>(rb->as_int64());
       c.rb_item = item_from(o.at("rb_item"));
     }
-    if (auto* vi = o.if_contains("visit"))
-      c.visit = static_cast<int>(vi->as_int64());
     if (auto* vs = o.if_contains("visits")) {
       for (const auto& kv : vs->as_object())
         c.visits[std::stoi(std::string(kv.key()))] = static_cast<int>(kv.value().as_int64());

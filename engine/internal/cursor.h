@@ -53,9 +53,10 @@ struct Cursor {
   bool rb_started = false;
   int rb = -1;
   Item rb_item;
-  int64_t seq = 0;            // last event number
-  int visit = 1;              // which visit of the current state this is (loops come back)
-  std::map<int, int> visits;  // state index -> visits so far
+  int64_t seq = 0;  // last event number
+  // Visits so far of the states on a cycle (a loop comes back to them); the current state's
+  // entry is the visit in progress. States off every cycle are visited once.
+  std::map<int, int> visits;
   std::vector<std::string> secret_states;  // states whose outputs are secret
   // Once an operation holds a secret output, later inputs and outputs may carry it: the
   // items, fan-out values and finished states are then stored under one secret-named key,

@@ -139,6 +139,11 @@ struct Run {
     return cyclic && index >= 0 && static_cast<size_t>(index) < cyclic->size() &&
            (*cyclic)[static_cast<size_t>(index)] != 0;
   }
+  // Which visit of the current state this is.
+  int visit() const {
+    auto it = c.visits.find(c.cur);
+    return is_cyclic(c.cur) && it != c.visits.end() ? it->second : 1;
+  }
   void learn_secrets(const json::value& v, bool all) {
     std::vector<std::string> found;
     collect_secrets(v, all, found);
@@ -460,7 +465,8 @@ struct Engine::Impl {
   }
 
   void goto_state(Run& r, int next) {
-    r.c.visit = r.is_cyclic(next) ? ++r.c.visits[next] : 1;
+    if (r.is_cyclic(next))
+      ++r.c.visits[next];
     r.c.cur = next;
     r.c.started = false;
     r.c.items.clear();
@@ -639,7 +645,7 @@ struct Engine::Impl {
         continue;
       }
       r.learn_secrets(in.value(), false);
-      std::string key = key_for(r, s, static_cast<int>(i), it.attempt, false, r.c.visit);
+      std::string key = key_for(r, s, static_cast<int>(i), it.attempt, false, r.visit());
       if (inline_action) {
         json::value before = r.instance;
         auto out = run_inline(s.action, in.value().get_object(), r.instance);
@@ -754,7 +760,7 @@ struct Engine::Impl {
         d.item = i;
         d.outputs = out.outputs;
         d.secret = secret;
-        d.visit = r.c.visit;
+        d.visit = r.visit();
         d.value = static_cast<size_t>(i) < r.c.values.size() ? r.c.values[static_cast<size_t>(i)]
                                                              : json::value();
         r.c.done.push_back(std::move(d));
@@ -984,7 +990,7 @@ struct Engine::Impl {
     ctx.state = st.name;
     ctx.attempt = it.attempt;
     int item_no = rollback ? (st.for_each.empty() ? -1 : d->item) : i;
-    ctx.key = key_for(r, st, item_no, it.attempt, rollback, rollback ? d->visit : r.c.visit);
+    ctx.key = key_for(r, st, item_no, it.attempt, rollback, rollback ? d->visit : r.visit());
     ctx.work_dir = opt.work_root + "/" + r.instance_id;
     double timeout = rollback ? st.compensate->timeout_s : st.timeout_s;
     ctx.deadline =
@@ -1325,7 +1331,7 @@ struct Engine::Impl {
     }
     ref.cyclic = cyclic_states(op.machine_digest, *ref.m);
     if (ref.is_cyclic(ref.c.cur) && !ref.c.visits.count(ref.c.cur))
-      ref.c.visits[ref.c.cur] = ref.c.visit;
+      ref.c.visits[ref.c.cur] = 1;  // a new operation, or one replayed from here
     // The secrets of the request and of earlier secret outputs, for scrubbing.
     ref.learn_secrets(ref.request, false);
     for (const auto& name : ref.c.secret_states) {
@@ -1359,7 +1365,7 @@ struct Engine::Impl {
           ref.to_start.push_back(static_cast<int>(i));
           event(ref, "redispatched", s.name, s.for_each.empty() ? -1 : static_cast<int>(i),
                 ref.c.items[i].attempt,
-                key_for(ref, s, static_cast<int>(i), ref.c.items[i].attempt, false, ref.c.visit),
+                key_for(ref, s, static_cast<int>(i), ref.c.items[i].attempt, false, ref.visit()),
                 nullptr);
         }
       }
