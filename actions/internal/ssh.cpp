@@ -708,6 +708,40 @@ std::string normal_remote_path(const std::string& path, std::string& why) {
 // ---------------------------------------------------------------------------------------
 // The actions
 
+// An SFTP request that failed. The server's answer (no such file, permission denied) is
+// "failed": asking again gets the same answer. No answer at all (status 0, the connection
+// lost, the SFTP channel or the session closed: sshd killed or the VM rebooting mid-step) is
+// "transient" and the session is not pooled again.
+Outcome sftp_failure(Lease& lease, sftp_session sftp, const std::string& what) {
+  int st = sftp_get_error(sftp);
+  bool lost = st == SSH_FX_OK || st == SSH_FX_NO_CONNECTION || st == SSH_FX_CONNECTION_LOST ||
+              ssh_is_connected(lease.session()) == 0 || ssh_channel_is_eof(sftp->channel) != 0 ||
+              ssh_channel_is_open(sftp->channel) == 0;
+  if (lost) {
+    lease.broken();
+    return Outcome::failure("transient", what + " failed: the connection was lost (" +
+                                             std::string(ssh_get_error(lease.session())) + ")");
+  }
+  static const char* const kNames[] = {"ok",
+                                       "end of file",
+                                       "no such file",
+                                       "permission denied",
+                                       "failure",
+                                       "bad message",
+                                       "no connection",
+                                       "connection lost",
+                                       "operation unsupported",
+                                       "invalid handle",
+                                       "no such path",
+                                       "file already exists",
+                                       "write protected",
+                                       "no media"};
+  std::string name = st >= 0 && st < static_cast<int>(std::size(kNames))
+                         ? kNames[st]
+                         : "SFTP status " + std::to_string(st);
+  return Outcome::failure("failed", what + " failed: " + name);
+}
+
 class SshAction : public Action {
  public:
   explicit SshAction(const char* name) : name_(name) {}
@@ -979,8 +1013,7 @@ class SshPut final : public SshAction {
     sftp_file f = sftp_open(sftp.get(), remote.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                             static_cast<mode_t>(mode));
     if (f == nullptr)
-      return Outcome::failure("failed", what + ": SFTP open of " + remote + " failed (error " +
-                                            std::to_string(sftp_get_error(sftp.get())) + ")");
+      return sftp_failure(lease, sftp.get(), what + ": SFTP open of " + remote);
     size_t off = 0;
     while (off < data.size()) {
       if (Clock::now() >= ctx.deadline) {
@@ -1036,8 +1069,7 @@ class SshGet final : public SshAction {
       }
       sftp_file f = sftp_open(sftp.get(), path.c_str(), O_RDONLY, 0);
       if (f == nullptr)
-        return Outcome::failure("failed", what_path + ": cannot open it (SFTP error " +
-                                              std::to_string(sftp_get_error(sftp.get())) + ")");
+        return sftp_failure(lease, sftp.get(), what_path + ": SFTP open");
       char buf[32768];
       for (;;) {
         if (Clock::now() >= ctx.deadline) {

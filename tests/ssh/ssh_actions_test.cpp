@@ -395,6 +395,26 @@ TEST_CASE("ssh.put / ssh.get: content, package files, sudo, verify, idempotent r
   rget["sudo"] = false;
   CHECK_FALSE(run("ssh.get", rget, context("nosudo-get")).ok);
 
+  // The connection is lost between the handshake and the SFTP request (sshd killed, the
+  // VM rebooting): "transient", so the state's retry policy tries again; not "failed".
+  REQUIRE(exec(a, "touch ~/.vnflow-sftp-dies").ok);
+  json::object lost = target(a, true);
+  lost["path"] = "/home/" + E().user + "/vnflow/lost.txt";
+  lost["content"] = "x\n";
+  auto dropped = run("ssh.put", lost, context("put-lost"));
+  json::object lost_get = target(a, true);
+  lost_get["path"] = "/home/" + E().user + "/vnflow/registry.tar";
+  auto dropped_get = run("ssh.get", lost_get, context("get-lost"));
+  REQUIRE(exec(a, "rm -f ~/.vnflow-sftp-dies").ok);
+  INFO(dropped.message);
+  CHECK_FALSE(dropped.ok);
+  CHECK(dropped.error_class == "transient");
+  CHECK(dropped.message.find("connection was lost") != std::string::npos);
+  INFO(dropped_get.message);
+  CHECK_FALSE(dropped_get.ok);
+  CHECK(dropped_get.error_class == "transient");
+  CHECK(run("ssh.put", lost, context("put-after-lost")).ok);
+
   json::object missing = target(a, true);
   missing["path"] = "/tmp/x";
   missing["source"] = "Files/none";

@@ -302,7 +302,9 @@ AcceptEnv LANG LC_*
 MaxStartups 100:30:200
 MaxSessions 64
 LoginGraceTime 60
-Subsystem sftp /usr/lib/openssh/sftp-server
+# A user with ~/.vnflow-sftp-dies gets an SFTP server that answers the handshake and
+# then loses its input: the session dies mid-request (tests of a lost connection).
+Subsystem sftp if [ -e .vnflow-sftp-dies ]; then { head -c 9; sleep 1; } | /usr/lib/openssh/sftp-server; else exec /usr/lib/openssh/sftp-server; fi
 EOF
 }
 
