@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 #include <tuple>
 
 #include <fcntl.h>
@@ -492,6 +493,29 @@ Result<std::string> unseal(std::string_view key, std::string_view sealed, std::s
         "a sealed secret does not open with this key (wrong key or altered)");
   plain.resize(static_cast<size_t>(len + fin));
   return plain;
+}
+
+// ---------------------------------------------------------------------------------------
+// Time
+
+namespace {
+class RealClock final : public Clock {
+ public:
+  int64_t wall_ms() const override {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+  std::chrono::steady_clock::time_point steady() const override {
+    return std::chrono::steady_clock::now();
+  }
+  void sleep_for(std::chrono::milliseconds d) override { std::this_thread::sleep_for(d); }
+};
+}  // namespace
+
+Clock& Clock::real() {
+  static RealClock clock;
+  return clock;
 }
 
 }  // namespace base

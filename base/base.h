@@ -9,12 +9,17 @@
 //                       every problem of one run at once.
 //   digest helpers      SHA-2 family digests used by the CSAR manifest checks and later
 //                       by SFTP verification.
+//   Clock               time behind an interface (LevelDB's Env): the engine, timers,
+//                       backoff, token renewal and stall detection ask a Clock, so tests
+//                       run them on a ManualClock in milliseconds instead of sleeping.
 //
 // Not here: domain types, Asio, logging sinks (the daemon sets those).
 // Threading: all types are values; a Diagnostics sink is not thread-safe.
 // Design notes: docs/architecture.md, docs/diagnostics.md.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -214,5 +219,40 @@ bool is_valid_utf8(std::string_view s);
 std::string json_escape(std::string_view s);
 // 'text' for a POSIX shell: always single-quoted, a quote inside as '\''.
 std::string shell_quote(std::string_view s);
+
+// ---------------------------------------------------------------------------------------
+// Time
+
+// Where time comes from. Thread-safe. wall_ms() stamps records (milliseconds since the
+// epoch); steady() measures durations and deadlines; sleep_for() waits (a ManualClock
+// advances instead).
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual int64_t wall_ms() const = 0;
+  virtual std::chrono::steady_clock::time_point steady() const = 0;
+  virtual void sleep_for(std::chrono::milliseconds d) = 0;
+  // The process's real clock (system_clock, steady_clock, this_thread::sleep_for).
+  static Clock& real();
+};
+
+// A clock that moves only when told (tests): sleep_for() advances it at once.
+class ManualClock final : public Clock {
+ public:
+  explicit ManualClock(int64_t start_wall_ms = 1'700'000'000'000) : wall_(start_wall_ms) {}
+  int64_t wall_ms() const override { return wall_.load(); }
+  std::chrono::steady_clock::time_point steady() const override {
+    return std::chrono::steady_clock::time_point(std::chrono::milliseconds(steady_.load()));
+  }
+  void sleep_for(std::chrono::milliseconds d) override { advance(d); }
+  void advance(std::chrono::milliseconds d) {
+    wall_ += d.count();
+    steady_ += d.count();
+  }
+
+ private:
+  std::atomic<int64_t> wall_;
+  std::atomic<int64_t> steady_{1'000'000};
+};
 
 }  // namespace base
