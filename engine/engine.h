@@ -230,6 +230,9 @@ struct EngineOptions {
   // dispatched again: the operation goes to FAILED_TEMP naming it (a poison step that kills
   // the daemon must not crash-loop it).
   int max_redispatch = 3;
+  // Where time comes from: timers, durable waits, retry backoff, record stamps. Tests give
+  // a base::ManualClock. Not owned; outlives the Engine.
+  base::Clock* clock = &base::Clock::real();
 };
 
 struct EngineStats {
