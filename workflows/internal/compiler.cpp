@@ -741,9 +741,10 @@ class Compiler {
       for (const auto& p : parts) {
         if (!p.is_expr)
           continue;
-        auto e = Expr::parse(p.text, &err, &off);
+        std::string code;
+        auto e = Expr::parse(p.text, &err, &off, &code);
         if (!e) {
-          diags_.error("W0020", shifted(n, p.offset + off), "expression: " + err);
+          diags_.error(code, shifted(n, p.offset + off), "expression: " + err);
           return any_type();
         }
         std::vector<TypeError> errors;

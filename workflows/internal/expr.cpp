@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <optional>
 
 #include <boost/json.hpp>
 
@@ -138,8 +140,43 @@ class Parser {
   }
   std::string error_;
   uint32_t error_offset_ = 0;
+  const char* code_ = Expr::kSyntaxErrorCode;
 
  private:
+  // Counts the parser's own recursion (brackets, calls, indexes, unary operators), which
+  // comes before any node is built: "((((1))))" is a tree of one level.
+  class Nest {
+   public:
+    explicit Nest(Parser& p) : p_(p) { ++p_.nesting_; }
+    ~Nest() { --p_.nesting_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+    bool too_deep() const { return p_.nesting_ > Expr::kMaxDepth; }
+
+   private:
+    Parser& p_;
+  };
+  // Fails at `offset` (the current token by default).
+  ExprPtr too_deep(std::optional<uint32_t> offset = std::nullopt) {
+    if (!error_.empty())
+      return nullptr;
+    code_ = Expr::kTooDeepCode;
+    fail("expression nested deeper than " + std::to_string(Expr::kMaxDepth) +
+         " levels (brackets, calls, operators); split it into steps");
+    error_offset_ = offset.value_or(error_offset_);
+    return nullptr;
+  }
+  // Sets e's depth from its kids; a tree deeper than the budget fails at e's operator.
+  ExprPtr sealed(std::shared_ptr<Expr> e) {
+    uint32_t d = 0;
+    for (const auto& k : e->kids)
+      d = std::max(d, k->depth);
+    e->depth = d + 1;
+    if (e->depth > Expr::kMaxDepth)
+      return too_deep(e->offset);
+    return e;
+  }
+
   static std::string describe(const Token& t) {
     return t.kind == Tok::kEnd ? "end of expression" : t.kind == Tok::kNumber ? "number" : t.text;
   }
@@ -164,15 +201,18 @@ class Parser {
     advance();
     return true;
   }
-  static ExprPtr binary(std::string op, ExprPtr a, ExprPtr b, uint32_t off) {
+  ExprPtr binary(std::string op, ExprPtr a, ExprPtr b, uint32_t off) {
     auto e = std::make_shared<Expr>();
     e->op = Expr::Op::kBinary;
     e->name = std::move(op);
     e->kids = {std::move(a), std::move(b)};
     e->offset = off;
-    return e;
+    return sealed(std::move(e));
   }
   ExprPtr parse_or() {
+    Nest nest(*this);
+    if (nest.too_deep())
+      return too_deep();
     ExprPtr a = parse_and();
     while (a && is("||")) {
       uint32_t off = tok_.offset;
@@ -239,6 +279,9 @@ class Parser {
   }
   ExprPtr parse_unary() {
     if (is("!") || is("-")) {
+      Nest nest(*this);
+      if (nest.too_deep())
+        return too_deep();
       auto e = std::make_shared<Expr>();
       e->op = is("!") ? Expr::Op::kNot : Expr::Op::kNeg;
       e->offset = tok_.offset;
@@ -247,7 +290,7 @@ class Parser {
       if (!k)
         return nullptr;
       e->kids = {k};
-      return e;
+      return sealed(std::move(e));
     }
     return parse_postfix();
   }
@@ -264,7 +307,7 @@ class Parser {
         e->offset = tok_.offset;
         e->kids = {a};
         advance();
-        a = e;
+        a = sealed(std::move(e));
       } else if (is("[")) {
         uint32_t off = tok_.offset;
         advance();
@@ -275,7 +318,7 @@ class Parser {
         e->op = Expr::Op::kIndex;
         e->offset = off;
         e->kids = {a, idx};
-        a = e;
+        a = sealed(std::move(e));
       } else {
         break;
       }
@@ -326,7 +369,7 @@ class Parser {
           }
           if (!expect(")"))
             return nullptr;
-          return e;
+          return sealed(std::move(e));
         }
         e->op = Expr::Op::kRoot;
         e->name = id;
@@ -357,7 +400,7 @@ class Parser {
           }
           if (!expect("]"))
             return nullptr;
-          return e;
+          return sealed(std::move(e));
         }
         if (is("{")) {
           advance();
@@ -377,7 +420,33 @@ class Parser {
 
   Lexer lex_;
   Token tok_;
+  uint32_t nesting_ = 0;
 };
+
+// ---------------------------------------------------------------------------------------
+// Functions: names and arities, for the type checker and the evaluator
+
+struct Sig {
+  const char* name;
+  size_t min, max;
+  bool takes(size_t n) const { return n >= min && n <= max; }
+  std::string arity_error(size_t n) const {
+    return std::string(name) + "() takes " + std::to_string(min) +
+           (max != min ? " or " + std::to_string(max) : std::string()) + " arguments, not " +
+           std::to_string(n);
+  }
+};
+constexpr Sig kSigs[] = {
+    {"default", 2, 2}, {"len", 1, 1},        {"contains", 2, 3}, {"merge", 2, 2}, {"string", 1, 1},
+    {"int", 1, 1},     {"json", 1, 1},       {"join", 2, 2},     {"keys", 1, 1},  {"trim", 1, 1},
+    {"find", 3, 3},    {"shellquote", 1, 1}, {"pathsafe", 1, 1}};
+const Sig* find_sig(std::string_view name) {
+  for (const auto& s : kSigs) {
+    if (name == s.name)
+      return &s;
+  }
+  return nullptr;
+}
 
 // ---------------------------------------------------------------------------------------
 // Evaluation
@@ -475,6 +544,13 @@ std::string quoted_for_message(std::string_view s) {
 
 R eval_call(const Expr& e, const Scope& s) {
   const std::string& f = e.name;
+  // The type checker refused these at compile time; a machine read back from JSON is
+  // parsed again, never checked, so the evaluator does not take them on trust.
+  const Sig* sig = find_sig(f);
+  if (sig == nullptr)
+    return base::Status::InvalidArgument("unknown function \"" + f + "\"");
+  if (!sig->takes(e.kids.size()))
+    return base::Status::InvalidArgument(sig->arity_error(e.kids.size()));
   if (f == "default") {
     R a = eval(*e.kids[0], s);
     if (a.ok() && !a.value().is_null())
@@ -548,8 +624,13 @@ R eval_call(const Expr& e, const Scope& s) {
   if (f == "int") {
     if (is_int(args[0]))
       return args[0];
-    if (args[0].is_double())
-      return json::value(static_cast<int64_t>(args[0].get_double()));
+    if (args[0].is_double()) {
+      // 2^63 is exactly a double; every double in [-2^63, 2^63) converts, NaN never.
+      double d = args[0].get_double();
+      if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+        return type_error(e, "int() of " + json::serialize(args[0]) + ": out of range");
+      return json::value(static_cast<int64_t>(d));
+    }
     if (args[0].is_string()) {
       std::string t(args[0].get_string());
       char* end = nullptr;
@@ -602,7 +683,7 @@ R eval_call(const Expr& e, const Scope& s) {
       out.push_back(json::string(kv.key()));
     return json::value(std::move(out));
   }
-  return base::Status::InvalidArgument("unknown function \"" + f + "\"");
+  return base::Status::Internal("function \"" + f + "\" has a signature but no body");
 }
 
 R eval_binary(const Expr& e, const Scope& s) {
@@ -657,11 +738,18 @@ R eval_binary(const Expr& e, const Scope& s) {
     int64_t x = as_int(a), y = as_int(b);
     if ((op == "/" || op == "%") && y == 0)
       return type_error(e, "division by zero");
-    int64_t r = op == "+"   ? x + y
-                : op == "-" ? x - y
-                : op == "*" ? x * y
-                : op == "/" ? x / y
-                            : x % y;
+    int64_t r = 0;
+    bool overflow = op == "+"   ? __builtin_add_overflow(x, y, &r)
+                    : op == "-" ? __builtin_sub_overflow(x, y, &r)
+                    : op == "*" ? __builtin_mul_overflow(x, y, &r)
+                                : x == INT64_MIN && y == -1;  // the one / and % that overflow
+    if (overflow)
+      return type_error(
+          e, "integer overflow in " + std::to_string(x) + " " + op + " " + std::to_string(y));
+    if (op == "/")
+      r = x / y;
+    else if (op == "%")
+      r = x % y;
     return json::value(r);
   }
   double x = as_double(a), y = as_double(b);
@@ -770,8 +858,12 @@ R eval(const Expr& e, const Scope& s) {
       R v = eval(*e.kids[0], s);
       if (!v.ok())
         return v;
-      if (is_int(v.value()))
-        return json::value(-as_int(v.value()));
+      if (is_int(v.value())) {
+        int64_t n = as_int(v.value());
+        if (n == INT64_MIN)
+          return type_error(e, "integer overflow in -(" + std::to_string(n) + ")");
+        return json::value(-n);
+      }
       if (v.value().is_double())
         return json::value(-v.value().get_double());
       return type_error(e, "\"-\" needs a number, found " + kind_name(v.value()));
@@ -974,20 +1066,7 @@ class Checker {
   }
 
   TypeRef call(const Expr& e) {
-    struct Sig {
-      const char* name;
-      size_t min, max;
-    };
-    static const Sig kSigs[] = {{"default", 2, 2}, {"len", 1, 1},    {"contains", 2, 3},
-                                {"merge", 2, 2},   {"string", 1, 1}, {"int", 1, 1},
-                                {"json", 1, 1},    {"join", 2, 2},   {"keys", 1, 1},
-                                {"trim", 1, 1},    {"find", 3, 3},   {"shellquote", 1, 1},
-                                {"pathsafe", 1, 1}};
-    const Sig* sig = nullptr;
-    for (const auto& s : kSigs) {
-      if (e.name == s.name)
-        sig = &s;
-    }
+    const Sig* sig = find_sig(e.name);
     std::vector<TypeRef> args;
     for (const auto& k : e.kids)
       args.push_back(check(*k));
@@ -1002,11 +1081,8 @@ class Checker {
       error(e, "W0021", msg);
       return prim(K::kAny);
     }
-    if (args.size() < sig->min || args.size() > sig->max) {
-      error(e, "W0013",
-            e.name + "() takes " + std::to_string(sig->min) +
-                (sig->max != sig->min ? " or " + std::to_string(sig->max) : std::string()) +
-                " arguments, not " + std::to_string(args.size()));
+    if (!sig->takes(args.size())) {
+      error(e, "W0013", sig->arity_error(args.size()));
       return prim(K::kAny);
     }
     const std::string& f = e.name;
@@ -1103,12 +1179,14 @@ class Checker {
 }  // namespace
 
 std::shared_ptr<const Expr> Expr::parse(std::string_view text, std::string* error,
-                                        uint32_t* error_offset) {
+                                        uint32_t* error_offset, std::string* code) {
   Parser p(text);
   auto e = p.parse_all();
   if (!e) {
     *error = p.error_.empty() ? "malformed expression" : p.error_;
     *error_offset = p.error_offset_;
+    if (code != nullptr)
+      *code = p.code_;
   }
   return e;
 }

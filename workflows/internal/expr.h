@@ -33,10 +33,21 @@ class Expr {
   json::value value;
   std::vector<std::shared_ptr<const Expr>> kids;
   uint32_t offset = 0;  // in the source text, for located diagnostics
+  uint32_t depth = 1;   // levels of the tree from this node down (a leaf is 1)
 
-  // Parses `text` (without ${ }); on failure returns the message and sets *error_offset.
+  // The deepest expression parse() accepts. Each bracket, call, unary operator, binary
+  // operator of a chain (`a + b + c` is two) and postfix (`.f`, `[i]`) is one level. Every
+  // walk over an expression (type check, evaluation, the destructor) recurses once per
+  // level, so this bounds their stack; real expressions stay under ten.
+  static constexpr uint32_t kMaxDepth = 100;
+  // The codes of parse() failures (docs/diagnostics.md).
+  static constexpr const char* kSyntaxErrorCode = "W0020";
+  static constexpr const char* kTooDeepCode = "W0023";
+
+  // Parses `text` (without ${ }); on failure returns the message and sets *error_offset,
+  // and *code (when given) to kSyntaxErrorCode or kTooDeepCode.
   static std::shared_ptr<const Expr> parse(std::string_view text, std::string* error,
-                                           uint32_t* error_offset);
+                                           uint32_t* error_offset, std::string* code = nullptr);
 
   base::Result<json::value> evaluate(const Scope& scope) const;
 };

@@ -398,3 +398,163 @@ TEST_CASE("requests: integers are int64 within their bounds, strings bounded, no
                  R"({"flavourId": "simple", "additionalParams": {"note": "not vnflow-sealed:"}})")
             .empty());
 }
+
+namespace {
+
+std::string repeat(std::string_view s, size_t n) {
+  std::string out;
+  out.reserve(s.size() * n);
+  for (size_t i = 0; i < n; ++i)
+    out += s;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("an expression nested past the budget is W0023 at the first level too many") {
+  // Each shape recursed once per level in the parser or in the walks over the tree (the
+  // fuzzer's stack overflow was 200,000 "("); 200,000 levels would take megabytes of stack.
+  const size_t n = 200000;
+  const size_t max = Expr::kMaxDepth;
+  struct Shape {
+    std::string text;
+    uint32_t first_too_deep;  // offset of the token at which the budget runs out
+  };
+  const std::vector<Shape> shapes = {
+      {repeat("(", n) + "1" + repeat(")", n), static_cast<uint32_t>(max)},
+      {repeat("[", n) + "1" + repeat("]", n), static_cast<uint32_t>(max)},
+      {repeat("len(", n) + "1" + repeat(")", n), static_cast<uint32_t>(4 * max)},
+      {repeat("!", n) + "true", static_cast<uint32_t>(max - 1)},
+      {repeat("-", n) + "1", static_cast<uint32_t>(max - 1)},
+      // A chain fails at the operator of its first node too many: "+" number 100.
+      {"1" + repeat(" + 1", n), static_cast<uint32_t>(4 * max - 2)},
+      {"request" + repeat(".a", n), static_cast<uint32_t>(2 * max + 6)},
+      {"request" + repeat("[0]", n), static_cast<uint32_t>(3 * max + 4)},
+      {repeat("request[", n) + "0" + repeat("]", n), static_cast<uint32_t>(8 * max)},
+  };
+  for (const auto& s : shapes) {
+    INFO(s.text.substr(0, 40));
+    std::string err, code;
+    uint32_t off = 0;
+    CHECK_FALSE(Expr::parse(s.text, &err, &off, &code));
+    CHECK(code == "W0023");
+    CHECK(err.find("nested deeper than 100 levels") != std::string::npos);
+    CHECK(off == s.first_too_deep);
+  }
+  // A syntax error keeps its own code.
+  std::string err, code;
+  uint32_t off = 0;
+  CHECK_FALSE(Expr::parse("1 +", &err, &off, &code));
+  CHECK(code == "W0020");
+}
+
+TEST_CASE("expressions up to the nesting budget parse, check and evaluate") {
+  const size_t max = Expr::kMaxDepth;
+  json::value req = json::parse(R"({"a": [[7]]})");
+  CHECK(eval(repeat("(", max - 1) + "1" + repeat(")", max - 1), req) == 1);
+  CHECK(eval("0" + repeat(" + 1", max - 1), req) == static_cast<int64_t>(max - 1));
+  CHECK(eval(repeat("!", max - 1) + "true", req) == false);  // 99 negations
+  CHECK(eval(repeat("[", max - 1) + "1" + repeat("]", max - 1), req).is_array());
+  CHECK(type_errors("0" + repeat(" + 1", max - 1)).empty());
+  // One level more is refused.
+  std::string err;
+  uint32_t off = 0;
+  CHECK_FALSE(Expr::parse("0" + repeat(" + 1", max), &err, &off));
+  CHECK_FALSE(Expr::parse(repeat("(", max) + "1" + repeat(")", max), &err, &off));
+}
+
+TEST_CASE("workflow check of a when: 200,000 brackets deep reports W0023 there") {
+  // `vnflow workflow check FILE` compiles through compile_file; it died with SIGSEGV.
+  const size_t n = 200000;
+  std::string yaml =
+      "start: which\n"
+      "states:\n"
+      "  which:\n"
+      "    choice:\n"
+      "      - when: ${" +
+      repeat("(", n) + "1" + repeat(")", n) +
+      "}\n"
+      "        next: done\n"
+      "    default: done\n"
+      "  done:\n"
+      "    succeed: true\n";
+  bool compiled = true;
+  auto diags = compile_diags(yaml, &compiled);
+  CHECK_FALSE(compiled);
+  REQUIRE(diags.size() == 1);
+  // Line 5, column 17 is the first "(" of the expression; the budget runs out 100 later.
+  CHECK(diags[0].rfind("wf.yaml:5:117: error: expression: expression nested deeper than 100 "
+                       "levels",
+                       0) == 0);
+  CHECK(diags[0].find("[W0023]") != std::string::npos);
+}
+
+TEST_CASE("the fuzzers' stack overflow findings compile to diagnostics") {
+  for (const char* name :
+       {"workflow-expr-stack-overflow.yaml", "workflow-expr-stack-overflow-2.yaml"}) {
+    INFO(name);
+    std::string path = source_root() + "/tests/fuzz/workflow-corpus/" + name;
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    REQUIRE(f != nullptr);
+    std::string text;
+    char buf[65536];
+    size_t got;
+    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0)
+      text.append(buf, got);
+    std::fclose(f);
+    // The compiler built a template of every `with:` value, "cofdition" too (an unknown
+    // input, W0011), and the parser recursed through thousands of "[" in it.
+    bool compiled = true;
+    auto diags = compile_diags(text, &compiled);
+    CHECK_FALSE(compiled);
+    CHECK(std::any_of(diags.begin(), diags.end(), [](const std::string& d) {
+      return d.find("has no input \"cofdition\"") != std::string::npos;
+    }));
+    auto t = workflows::Template::parse(json::value(text));
+    REQUIRE_FALSE(t.ok());
+    CHECK(t.status().message().rfind("expression nested deeper than 100 levels", 0) == 0);
+  }
+}
+
+namespace {
+
+// The message of an expression whose evaluation fails.
+std::string eval_error(const std::string& text) {
+  std::string err;
+  uint32_t off = 0;
+  auto e = Expr::parse(text, &err, &off);
+  INFO(text << ": " << err);
+  REQUIRE(e);
+  json::value req = json::object{};
+  workflows::Scope s;
+  s.request = &req;
+  auto v = e->evaluate(s);
+  INFO(text);
+  REQUIRE_FALSE(v.ok());
+  return v.status().message();
+}
+
+}  // namespace
+
+TEST_CASE("integer arithmetic past int64 is an error, not a wrapped or undefined value") {
+  json::value req = json::object{};
+  CHECK(eval("9223372036854775806 + 1", req) == INT64_MAX);
+  CHECK(eval("-9223372036854775807 - 1", req) == INT64_MIN);
+  CHECK(eval("int(-9.2e18)", req) == static_cast<int64_t>(-9.2e18));
+  for (const char* text : {"9223372036854775807 + 1", "-9223372036854775807 - 2",
+                           "4611686018427387904 * 2", "(-9223372036854775807 - 1) / -1",
+                           "(-9223372036854775807 - 1) % -1", "-(-9223372036854775807 - 1)"}) {
+    CHECK(eval_error(text).find("integer overflow in ") != std::string::npos);
+  }
+  for (const char* text : {"int(1e300)", "int(-1e300)", "int(9223372036854775808.0)"})
+    CHECK(eval_error(text).find("out of range") != std::string::npos);
+}
+
+TEST_CASE("the evaluator checks a call's arity itself (a machine read back is not type-checked)") {
+  CHECK(eval_error("len()") == "len() takes 1 arguments, not 0");
+  CHECK(eval_error("default(1)") == "default() takes 2 arguments, not 1");
+  CHECK(eval_error("find([], 'a')") == "find() takes 3 arguments, not 2");
+  CHECK(eval_error("nosuch(1)") == "unknown function \"nosuch\"");
+  // The type checker says the same at compile time.
+  CHECK(type_errors("len()") == std::vector<std::string>{"W0013 len() takes 1 arguments, not 0"});
+}
