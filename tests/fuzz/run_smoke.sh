@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Bounded fuzz smoke: libFuzzer writes new inputs into its first corpus folder, so that
-# is a fresh temporary folder; the seeds in tests/fuzz/corpus are only read. A finding exits
+# is a fresh temporary folder; the seed folder is only read. A finding exits
 # 1 (libFuzzer's default, 77, is what Meson reads as "skipped").
 set -euo pipefail
 fuzzer=$(realpath "$1"); seeds=$(realpath "$2"); seconds=${3:-60}

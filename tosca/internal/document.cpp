@@ -368,9 +368,10 @@ std::unique_ptr<Document> parse_yaml(std::string_view text, std::string display,
                                      bool use_fast_path) {
   auto doc = std::make_unique<Document>();
   doc->display = std::move(display);
-  if (text.size() >= 3 && std::memcmp(text.data(), "\xEF\xBB\xBF", 3) == 0) {
-    text.remove_prefix(3);  // a UTF-8 byte order mark is allowed and ignored
-  }
+  // A UTF-8 byte order mark is allowed and ignored. YAML 1.2.2 rule [211] lets a stream open
+  // with any number of document prefixes, each with its own mark, so all go.
+  while (text.size() >= 3 && std::memcmp(text.data(), "\xEF\xBB\xBF", 3) == 0)
+    text.remove_prefix(3);
   if (!base::is_valid_utf8(text)) {
     diags.error("C0020", doc->start(), "file is not valid UTF-8 text");
     return nullptr;

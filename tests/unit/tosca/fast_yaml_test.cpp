@@ -134,3 +134,39 @@ TEST_CASE("fast reader and yaml-cpp agree on every YAML file of the tree and cor
   CHECK(files > 100);
   CHECK(fast * 2 > files);  // most real files are in the subset, or the fast path is moot
 }
+
+TEST_CASE("byte order marks: both readers build the same tree", "[tosca][yaml][fast]") {
+  // The fuzzer's finding: two marks and nothing else were a scalar "\uFEFF" to the fast
+  // reader and an empty stream to yaml-cpp. YAML 1.2.2 rule [211]: a stream may open with
+  // several document prefixes, each with a mark; here there is no document at all.
+  const std::string bom = "\xEF\xBB\xBF";
+  for (const std::string& text : {bom + bom, bom + bom + bom, bom + bom + "a: 1\n"}) {
+    INFO(text.size());
+    same_tree(text, "bom.yaml");
+    base::Diagnostics d;
+    auto doc = parse_yaml(text, "bom.yaml", {}, d, true);
+    REQUIRE(doc != nullptr);
+    CHECK(d.empty());
+    if (text.size() == bom.size() * 2 + 5) {
+      REQUIRE(doc->has_root);
+      CHECK(doc->root().get("a").scalar() == "1");
+    } else {
+      CHECK_FALSE(doc->has_root);
+    }
+  }
+  // A mark anywhere else is yaml-cpp's to judge: the fast reader steps aside.
+  for (const std::string& text : {"a: " + bom + "b\n", "a: \"" + bom + "\"\n",
+                                  "a: 1\n" + bom + "b: 2\n", "- " + bom + "\n"}) {
+    INFO(text);
+    CHECK_FALSE(same_tree(text, "bom.yaml"));
+  }
+}
+
+TEST_CASE("the fuzzer's double byte order mark is a loader seed", "[tosca][yaml][fast]") {
+  const char* src = std::getenv("VNFLOW_SOURCE_ROOT");
+  REQUIRE(src != nullptr);
+  std::string text =
+      read(fs::path(src) / "tests" / "fuzz" / "tosca_load-corpus" / "tosca-double-bom.yaml");
+  CHECK(text == "\xEF\xBB\xBF\xEF\xBB\xBF");
+  same_tree(text, "tosca-double-bom.yaml");
+}
