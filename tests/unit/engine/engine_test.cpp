@@ -16,6 +16,8 @@
 
 #include "engine/internal/vim_actions.h"
 
+#include "tests/fakes/store_wrapper.h"
+
 namespace fs = std::filesystem;
 namespace json = boost::json;
 using engine::OpState;
@@ -79,70 +81,17 @@ class FakeExec : public actions::Action {
 };
 
 // Fails the Nth apply() (counting from 1) once; everything else goes to the real store.
-class FaultyStore : public engine::Store {
+class FaultyStore : public vnflow_test::StoreWrapper {
  public:
-  FaultyStore(engine::Store& s, int fail_at) : s_(s), fail_at_(fail_at) {}
+  FaultyStore(engine::Store& s, int fail_at) : StoreWrapper(s), fail_at_(fail_at) {}
   int applies = 0;
   base::Status apply(const std::vector<const engine::Batch*>& b) override {
     if (++applies == fail_at_)
       return base::Status::Unavailable("injected commit failure");
-    return s_.apply(b);
+    return StoreWrapper::apply(b);
   }
-  base::Result<engine::PackageRecord> put_package(const engine::PackageRecord& r,
-                                                  const std::string& b) override {
-    return s_.put_package(r, b);
-  }
-  base::Result<engine::PackageRecord> get_package(std::string_view id) override {
-    return s_.get_package(id);
-  }
-  base::Result<std::string> package_bytes(std::string_view id) override {
-    return s_.package_bytes(id);
-  }
-  base::Result<std::vector<engine::PackageRecord>> list_packages() override {
-    return s_.list_packages();
-  }
-  base::Status create_instance(const engine::InstanceRecord& r) override {
-    return s_.create_instance(r);
-  }
-  base::Result<engine::InstanceRecord> get_instance(std::string_view id) override {
-    return s_.get_instance(id);
-  }
-  base::Result<std::vector<engine::InstanceRecord>> list_instances() override {
-    return s_.list_instances();
-  }
-  base::Status delete_instance(std::string_view id) override { return s_.delete_instance(id); }
-  base::Status put_machine(const std::string& d, const std::string& b) override {
-    return s_.put_machine(d, b);
-  }
-  base::Result<std::string> get_machine(std::string_view d) override { return s_.get_machine(d); }
-  base::Status create_op(const engine::OpRecord& r) override { return s_.create_op(r); }
-  base::Result<engine::OpRecord> get_op(std::string_view id) override { return s_.get_op(id); }
-  base::Result<std::vector<engine::OpRecord>> list_ops(const engine::OpFilter& f) override {
-    return s_.list_ops(f);
-  }
-  base::Result<engine::OpRecord> transition(std::string_view id, const std::vector<OpState>& from,
-                                            OpState to,
-                                            const std::optional<std::string>& e) override {
-    return s_.transition(id, from, to, e);
-  }
-  base::Status request_cancel(std::string_view id) override { return s_.request_cancel(id); }
-  base::Result<std::vector<engine::OpRecord>> runnable(bool all) override {
-    return s_.runnable(all);
-  }
-  base::Result<std::vector<std::string>> cancel_requests() override { return s_.cancel_requests(); }
-  base::Result<std::vector<engine::EventRecord>> history(std::string_view id) override {
-    return s_.history(id);
-  }
-  base::Result<json::object> outputs(std::string_view id) override { return s_.outputs(id); }
-  base::Status put_vim(const engine::VimRecord& r) override { return s_.put_vim(r); }
-  base::Result<engine::VimRecord> get_vim(std::string_view id, bool secrets) override {
-    return s_.get_vim(id, secrets);
-  }
-  base::Result<std::vector<engine::VimRecord>> list_vims() override { return s_.list_vims(); }
-  base::Status delete_vim(std::string_view id) override { return s_.delete_vim(id); }
 
  private:
-  engine::Store& s_;
   int fail_at_;
 };
 
