@@ -2,10 +2,19 @@
 //  - every csar-samples/<name> package loads without errors;
 //  - every tests/golden/bad/<CODE>-<what>/ fixture produces exactly the diagnostic lines of
 //    its expected.txt, and at least one of them carries <CODE>;
-//  - every code in docs/diagnostics.md has a fixture, and every fixture's code is documented.
+//  - every code in docs/diagnostics.md has a fixture, and every fixture's code is documented;
+//  - every tests/golden/workflows/<CODE>-<what>.yaml, compiled on its own as the <op>_end hook
+//    of its operation (a "# op: OP" line, else instantiate), yields exactly the diagnostic
+//    lines of <CODE>-<what>.expected, one of them an error (a warning for a code whose
+//    docs/diagnostics.md heading ends in "(warning)") with <CODE>; it compiles to a machine
+//    exactly when it has no error; every tests/golden/workflows/good/*.yaml compiles with no
+//    diagnostic; every documented W code (except W0040 and W0050, which need a package) has a
+//    fixture and every fixture's code is documented.
 // A fixture is a folder package in pkg/, or an archive package.csar (hostile archives are
 // made by tools/make-hostile-fixtures.py), with optional options.txt ("key=value" lines).
-// UPDATE_GOLDEN=1 rewrites expected.txt from the current output.
+// UPDATE_GOLDEN=1 rewrites expected.txt and the workflow .expected files from the current
+// output.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,10 +22,12 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "tosca/tosca.h"
+#include "workflows/workflows.h"
 
 namespace fs = std::filesystem;
 
@@ -72,10 +83,11 @@ tosca::LoadOptions options_for(const fs::path& dir) {
   return o;
 }
 
-std::set<std::string> documented_codes() {
+// The codes of docs/diagnostics.md whose heading matches `heading` (group 1: the code).
+std::set<std::string> documented_codes(const std::string& heading_re = R"(^### ([CT][0-9]{4}))") {
   std::set<std::string> codes;
   std::string doc = read(source_root() / "docs" / "diagnostics.md");
-  std::regex heading(R"(^### ([CT][0-9]{4}))");
+  std::regex heading(heading_re);
   std::istringstream in(doc);
   std::string line;
   while (std::getline(in, line)) {
@@ -84,6 +96,62 @@ std::set<std::string> documented_codes() {
       codes.insert(m[1]);
   }
   return codes;
+}
+
+// Every documented code (but `exempt`) has a fixture; every fixture's code is documented.
+void check_codes_match(const std::set<std::string>& documented,
+                       const std::set<std::string>& fixture_codes,
+                       const std::set<std::string>& exempt = {}) {
+  for (const auto& c : documented) {
+    if (exempt.count(c) == 1)
+      continue;
+    INFO("documented code without a fixture: " << c);
+    CHECK(fixture_codes.count(c) == 1);
+  }
+  for (const auto& c : fixture_codes) {
+    INFO("fixture for an undocumented code: " << c);
+    CHECK(documented.count(c) == 1);
+  }
+}
+
+// Sorted diagnostics, one base::to_string line each (what `vnflow workflow check` prints).
+std::string lines_of(const base::Diagnostics& diags) {
+  std::string text;
+  for (const auto& d : diags.sorted())
+    text += base::to_string(d) + "\n";
+  return text;
+}
+
+struct WorkflowCheck {
+  std::shared_ptr<const workflows::Machine> machine;
+  base::Diagnostics diags;
+};
+
+// Compiles one workflow file as the <op>_end hook of its operation: the op of its
+// "# op: OP" line, else instantiate. `rel` is relative to the source root and is the name
+// the diagnostics carry.
+WorkflowCheck check_workflow(const std::string& rel) {
+  std::string text = read(source_root() / rel);
+  std::smatch m;
+  static const std::regex op_line(R"((?:^|\n)# op: *([a-z_]*))");
+  std::string op =
+      std::regex_search(text, m, op_line) && m[1].length() > 0 ? m[1].str() : "instantiate";
+  const workflows::OperationInfo* info = workflows::find_operation(op);
+  INFO(rel << ": operation " << op);
+  REQUIRE(info != nullptr);
+  WorkflowCheck c;
+  c.machine = workflows::compile_file(rel, text, op, info->hook + "_end", c.diags);
+  return c;
+}
+
+std::vector<fs::path> files_in(const fs::path& dir, const std::string& ext) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.is_regular_file() && e.path().extension() == ext)
+      out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace
@@ -144,13 +212,66 @@ TEST_CASE("every bad fixture yields exactly its expected diagnostics", "[golden]
     ++count;
   }
   CHECK(count > 0);
-  std::set<std::string> documented = documented_codes();
-  for (const auto& c : documented) {
-    INFO("documented code without a fixture: " << c);
-    CHECK(fixture_codes.count(c) == 1);
+  check_codes_match(documented_codes(), fixture_codes);
+}
+
+TEST_CASE("every workflow fixture yields exactly its expected diagnostics", "[golden][workflows]") {
+  const std::string rel_dir = "tests/golden/workflows";
+  fs::path dir = source_root() / rel_dir;
+  bool update = std::getenv("UPDATE_GOLDEN") != nullptr;
+  std::set<std::string> warnings = documented_codes(R"(^### (W[0-9]{4})\b.*\(warning\)$)");
+  REQUIRE(warnings.count("W0043") == 1);  // the heading pattern still finds the warnings
+  std::set<std::string> fixture_codes;
+  int count = 0;
+  for (const fs::path& yaml : files_in(dir, ".yaml")) {
+    std::string name = yaml.stem().string();
+    if (!std::regex_match(name, std::regex(R"(W[0-9]{4}-.*)")))
+      continue;
+    std::string code = name.substr(0, 5);
+    fixture_codes.insert(code);
+    bool warning = warnings.count(code) == 1;
+    WorkflowCheck c = check_workflow(rel_dir + "/" + name + ".yaml");
+    std::string text = lines_of(c.diags);
+    INFO("fixture " << name << "\n" << text);
+    bool has_code = false;
+    for (const auto& d : c.diags.sorted()) {
+      has_code = has_code || (d.code == code && d.severity == (warning ? base::Severity::kWarning
+                                                                       : base::Severity::kError));
+    }
+    CHECK(has_code);
+    // An error leaves no machine (`workflow check` exits 1); a warning alone keeps it (exit 0).
+    CHECK((c.machine != nullptr) == warning);
+    CHECK(c.diags.has_errors() == !warning);
+    fs::path expected = dir / (name + ".expected");
+    if (update) {
+      std::ofstream(expected) << text;
+    } else {
+      INFO(expected.string() << " (UPDATE_GOLDEN=1 writes it)");
+      CHECK(fs::exists(expected));
+      CHECK(text == read(expected));
+    }
+    ++count;
   }
-  for (const auto& c : fixture_codes) {
-    INFO("fixture for an undocumented code: " << c);
-    CHECK(documented.count(c) == 1);
+  CHECK(count > 0);
+  // An .expected file without its fixture is a leftover.
+  for (const fs::path& expected : files_in(dir, ".expected")) {
+    INFO("no workflow for " << expected.filename().string());
+    CHECK(fs::exists(fs::path(expected).replace_extension(".yaml")));
   }
+  std::set<std::string> documented = documented_codes(R"(^### (W[0-9]{4})\b)");
+  CHECK(!documented.empty());
+  // W0040 and W0050 need a package, not a single workflow file.
+  check_codes_match(documented, fixture_codes, {"W0040", "W0050"});
+}
+
+TEST_CASE("every good workflow example compiles without a diagnostic", "[golden][workflows]") {
+  int count = 0;
+  for (const fs::path& yaml : files_in(source_root() / "tests/golden/workflows/good", ".yaml")) {
+    WorkflowCheck c = check_workflow("tests/golden/workflows/good/" + yaml.filename().string());
+    INFO(yaml.filename().string() << "\n" << lines_of(c.diags));
+    CHECK(c.machine != nullptr);
+    CHECK(c.diags.empty());
+    ++count;
+  }
+  CHECK(count > 0);
 }
