@@ -10,6 +10,11 @@
 // Secrets: an action never puts an input whose name looks secret (password, token, key
 // material) into a message; redact() is the shared rule.
 //
+// Adding an action: implement it (an Action, or an inline function of the instance record),
+// register it once with its catalog signature (Registry::add / add_inline, in the file
+// that implements it), and describe it in workflows/builtin/actions.yaml. The unit test
+// tests/unit/actions/catalog_agreement_test.cpp fails while the two disagree.
+//
 // Not here: the workflow language (workflows/), persistence and scheduling (engine/).
 // Threading: a Registry is immutable once built; actions are reentrant.
 #pragma once
@@ -30,6 +35,13 @@
 namespace actions {
 
 namespace json = boost::json;
+
+// How a failure is classified for the retry policy (base/base.h has the vocabulary).
+using base::ErrorClass;
+
+namespace http {
+class Transport;  // actions/internal/http.h
+}
 
 struct Context {
   std::string op_id;
@@ -58,9 +70,11 @@ struct Context {
 
 struct Outcome {
   bool ok = false;
-  json::value outputs;      // when ok: an object with the catalog's outputs
-  std::string error_class;  // when !ok: transient, timeout, failed, invalid
-  std::string message;      // when !ok: one line, names the call, no secrets
+  json::value outputs;  // when ok: an object with the catalog's outputs
+  // When !ok: to_string(ErrorClass) (a string while the engine reads it as one; set
+  // only by failure()).
+  std::string error_class;
+  std::string message;  // when !ok: one line, names the call, no secrets
   // > 0: not finished yet (a stack still in progress). The executor calls the action
   // again with the same key after this many milliseconds, without a commit: polling is
   // read-only, so after a crash the re-dispatch simply polls again.
@@ -74,11 +88,19 @@ struct Outcome {
     o.outputs = std::move(outputs);
     return o;
   }
-  static Outcome failure(std::string cls, std::string msg) {
+  static Outcome failure(ErrorClass cls, std::string msg) {
     Outcome o;
-    o.error_class = std::move(cls);
+    o.error_class = std::string(base::to_string(cls));
     o.message = std::move(msg);
     return o;
+  }
+  // Deprecated: the engine's own failures until it uses the ErrorClass overload. `cls`
+  // must be a class name; any other word is taken as "failed".
+  static Outcome failure(std::string_view cls, std::string msg) {
+    return failure(base::parse_error_class(cls).value_or(ErrorClass::kFailed), std::move(msg));
+  }
+  static Outcome failure(const char* cls, std::string msg) {
+    return failure(std::string_view(cls), std::move(msg));
   }
   static Outcome poll(int64_t after_ms, json::value progress = nullptr) {
     Outcome o;
@@ -94,22 +116,82 @@ class Action {
   virtual Outcome run(const json::object& inputs, const Context& ctx) const = 0;
 };
 
-// Actions by catalog name.
-class Registry {
- public:
-  // local.exec and everything else vnflow ships that runs off the executor thread.
-  static Registry standard();
-  void add(std::string name, std::shared_ptr<const Action> action);
-  const Action* find(std::string_view name) const;
-
- private:
-  std::map<std::string, std::shared_ptr<const Action>, std::less<>> actions_;
+// One field of an action's catalog signature, spelled as in workflows/builtin/actions.yaml:
+// "name: type" (required) or "name?: type" (optional); types as the catalog writes them
+// (string, integer, list(vnfc), map(any), instance_patch ...).
+struct Field {
+  std::string name;
+  std::string type;
+  bool required = true;
 };
 
-// The instance-record actions (instance.update, instance.scale, instance.check) are pure
-// functions of the record: the executor runs them inline and commits the new record in
-// the same transaction as the state's result, so they take effect exactly once.
-// Returns the outcome; on success `record` holds the new instance record.
+// What an action takes and gives, as its catalog entry declares it.
+struct Signature {
+  std::vector<Field> inputs, outputs;
+  // From catalog spellings: Signature::of({"vim_id: string", "files?: map(string)"}, {...}).
+  // A spelling without ": type" is a bug in the registering code (BASE_CHECK).
+  static Signature of(const std::vector<std::string_view>& inputs,
+                      const std::vector<std::string_view>& outputs);
+};
+
+// An action that runs inline on the engine's thread against the instance record (pure
+// functions of the record and, for the engine's own, of its Store): the executor commits
+// the new record in the same transaction as the state's result, so it takes effect exactly
+// once. On success `record` holds the new instance record.
+using InlineFn = std::function<Outcome(const json::object& inputs, json::value& record)>;
+
+// One registered action kind: name, signature, and how it runs. It is an Action: run() is
+// the call on a worker thread (an inline kind answers "invalid" there: the engine runs it
+// with run_inline()).
+class Kind final : public Action {
+ public:
+  const std::string& name() const { return name_; }
+  const Signature& signature() const { return signature_; }
+  bool runs_inline() const { return static_cast<bool>(inline_); }
+  Outcome run(const json::object& inputs, const Context& ctx) const override;
+  Outcome run_inline(const json::object& inputs, json::value& record) const;
+
+ private:
+  friend class Registry;
+  std::string name_;
+  Signature signature_;
+  std::shared_ptr<const Action> action_;  // worker-thread kinds
+  InlineFn inline_;                       // inline kinds
+};
+
+// Where the network actions' I/O and time go. Null members: the real ones (HTTP(S) on
+// Boost.Beast, base::Clock::real()). A test gives a scripted transport and a ManualClock.
+// Both must outlive the Registry and its copies.
+struct Services {
+  http::Transport* transport = nullptr;
+  base::Clock* clock = nullptr;
+};
+
+// Action kinds by catalog name. Copies share the kinds (and the OpenStack session cache).
+class Registry {
+ public:
+  // Every action of this module: local.exec, the instance-record actions, heat.*, ssh.*.
+  // The OpenStack sessions (Keystone tokens) are cached per registry.
+  static Registry standard(Services services = {});
+  // Registers a worker-thread action under `name`, replacing any kind of that name.
+  void add(std::string name, Signature signature, std::shared_ptr<const Action> action);
+  // Replaces the implementation of a registered kind, keeping its signature and making it a
+  // worker-thread kind (tests: a fake local.exec over Registry::standard()); a new name
+  // gets an empty signature.
+  void add(std::string name, std::shared_ptr<const Action> action);
+  // Registers an inline action (see InlineFn), e.g. the engine's vim.register over its Store.
+  void add_inline(std::string name, Signature signature, InlineFn fn);
+  // The kind of this name, or null: the engine asks it whether to run inline.
+  const Kind* find(std::string_view name) const;
+  // Every kind, by name.
+  std::vector<const Kind*> kinds() const;
+
+ private:
+  std::map<std::string, std::shared_ptr<const Kind>, std::less<>> kinds_;
+};
+
+// Deprecated (until the engine asks Registry::find(name)->runs_inline() and calls
+// run_inline()): the inline kinds of Registry::standard(), by name.
 Outcome run_instance_action(std::string_view name, const json::object& inputs, json::value& record);
 bool is_instance_action(std::string_view name);
 

@@ -255,4 +255,43 @@ class ManualClock final : public Clock {
   std::atomic<int64_t> steady_{1'000'000};
 };
 
+// ---------------------------------------------------------------------------------------
+// Error classes
+
+// How a failed workflow step is classified for its state's retry policy (`retry: on:`).
+// The one vocabulary of the workflow language (workflows/, which checks `on:` lists) and
+// the actions (actions/, which produce them); it sits here because the two may not see
+// each other.
+//   kTransient  asking again may work (refused, reset, 5xx, a busy resource)
+//   kTimeout    no answer within the step's deadline
+//   kFailed     the work ran and failed (a non-zero exit, a stack CREATE_FAILED)
+//   kInvalid    asking again cannot work (bad inputs, refused credentials, a 4xx)
+enum class ErrorClass { kTransient, kTimeout, kFailed, kInvalid };
+inline constexpr ErrorClass kErrorClasses[] = {ErrorClass::kTransient, ErrorClass::kTimeout,
+                                               ErrorClass::kFailed, ErrorClass::kInvalid};
+
+// "transient", "timeout", "failed", "invalid": the spelling in workflows and histories.
+inline constexpr std::string_view to_string(ErrorClass c) {
+  switch (c) {
+    case ErrorClass::kTransient:
+      return "transient";
+    case ErrorClass::kTimeout:
+      return "timeout";
+    case ErrorClass::kFailed:
+      return "failed";
+    case ErrorClass::kInvalid:
+      return "invalid";
+  }
+  return "failed";
+}
+
+// The class spelled `name`; nullopt for any other word.
+inline std::optional<ErrorClass> parse_error_class(std::string_view name) {
+  for (ErrorClass c : kErrorClasses) {
+    if (to_string(c) == name)
+      return c;
+  }
+  return std::nullopt;
+}
+
 }  // namespace base

@@ -17,6 +17,7 @@
 #include <boost/json.hpp>
 
 #include "actions/actions.h"
+#include "actions/internal/kinds.h"
 #include "actions/internal/openstack.h"
 
 namespace actions {
@@ -43,21 +44,22 @@ struct Target {
 };
 
 // The session for the VIM the state names; an Outcome on failure.
-bool open_vim(const json::object& in, const Context& ctx, const char* action, Target& t,
-              Outcome& fail) {
+bool open_vim(openstack::Client& client, const json::object& in, const Context& ctx,
+              const char* action, Target& t, Outcome& fail) {
   std::string id = str_in(in, "vim_id");
   if (id.empty()) {
-    fail = Outcome::failure("invalid", std::string(action) + ": no vim_id");
+    fail = Outcome::failure(ErrorClass::kInvalid, std::string(action) + ": no vim_id");
     return false;
   }
   if (!ctx.vim) {
-    fail = Outcome::failure("invalid", std::string(action) + ": this daemon has no VIM registry");
+    fail = Outcome::failure(ErrorClass::kInvalid,
+                            std::string(action) + ": this daemon has no VIM registry");
     return false;
   }
   auto rec = ctx.vim(id);
   if (!rec.ok()) {
-    fail = Outcome::failure(
-        "invalid", std::string(action) + ": VIM \"" + id + "\": " + rec.status().message());
+    fail = Outcome::failure(ErrorClass::kInvalid, std::string(action) + ": VIM \"" + id +
+                                                      "\": " + rec.status().message());
     return false;
   }
   const json::object& r = rec.value();
@@ -65,23 +67,24 @@ bool open_vim(const json::object& in, const Context& ctx, const char* action, Ta
                          ? std::string(r.at("type").get_string())
                          : std::string();
   if (type != "openstack") {
-    fail = Outcome::failure("invalid", std::string(action) + ": VIM \"" + id + "\" is a " +
-                                           (type.empty() ? "?" : type) + " VIM, not openstack");
+    fail = Outcome::failure(ErrorClass::kInvalid, std::string(action) + ": VIM \"" + id +
+                                                      "\" is a " + (type.empty() ? "?" : type) +
+                                                      " VIM, not openstack");
     return false;
   }
   const auto* access = r.if_contains("access");
   if (access == nullptr || !access->is_object()) {
-    fail = Outcome::failure("invalid",
+    fail = Outcome::failure(ErrorClass::kInvalid,
                             std::string(action) + ": VIM \"" + id + "\" has no access info");
     return false;
   }
   auto cloud = openstack::cloud_from_json(access->get_object());
   if (!cloud.ok()) {
-    fail = Outcome::failure(
-        "invalid", std::string(action) + ": VIM \"" + id + "\": " + cloud.status().message());
+    fail = Outcome::failure(ErrorClass::kInvalid, std::string(action) + ": VIM \"" + id +
+                                                      "\": " + cloud.status().message());
     return false;
   }
-  t.session = Session::get(cloud.value());
+  t.session = client.session(cloud.value());
   if (auto* e = r.if_contains("extra"); e != nullptr && e->is_object())
     t.extra = e->get_object();
   return true;
@@ -105,20 +108,25 @@ json::object stack_files(const json::object& in, const Target& t) {
 // A heat.* action: resolves the state's VIM to a Keystone session, then does its call.
 class HeatAction : public Action {
  public:
-  explicit HeatAction(const char* name) : name_(name) {}
+  HeatAction(const char* name, std::shared_ptr<openstack::Client> client)
+      : name_(name), client_(std::move(client)) {}
   Outcome run(const json::object& in, const Context& ctx) const final {
     Target t;
     Outcome fail;
-    if (!open_vim(in, ctx, name_, t, fail))
+    if (!open_vim(*client_, in, ctx, name_, t, fail))
       return fail;
     return call(in, ctx, t);
   }
+
+ protected:
+  base::Clock& clock() const { return client_->clock(); }
 
  protected:
   virtual Outcome call(const json::object& in, const Context& ctx, const Target& t) const = 0;
 
  private:
   const char* name_;
+  std::shared_ptr<openstack::Client> client_;
 };
 
 std::string enc(std::string_view s) {
@@ -176,7 +184,7 @@ bool show_stack(Session& s, const std::string& ref, std::chrono::steady_clock::t
   if (r.reply.status == 302) {
     std::string full = ref_from_link(r.reply.location);
     if (full.empty() || full == ref) {
-      err = {"transient", "GET " + path + ": a redirect without a stack id", 302};
+      err = {ErrorClass::kTransient, "GET " + path + ": a redirect without a stack id", 302};
       return false;
     }
     return show_stack(s, full, dl, info, err);
@@ -184,7 +192,7 @@ bool show_stack(Session& s, const std::string& ref, std::chrono::steady_clock::t
   const json::value* st =
       r.reply.body.is_object() ? r.reply.body.get_object().if_contains("stack") : nullptr;
   if (st == nullptr || !st->is_object()) {
-    err = {"transient", "GET " + path + ": an answer without a stack", 200};
+    err = {ErrorClass::kTransient, "GET " + path + ": an answer without a stack", 200};
     return false;
   }
   const auto& o = st->get_object();
@@ -215,12 +223,13 @@ bool live(const StackInfo& i) {
 
 class StackCreate final : public HeatAction {
  public:
-  StackCreate() : HeatAction("heat.stack.create") {}
+  explicit StackCreate(std::shared_ptr<openstack::Client> c)
+      : HeatAction("heat.stack.create", std::move(c)) {}
 
   Outcome call(const json::object& in, const Context& ctx, const Target& t) const override {
     std::string name = str_in(in, "name");
     if (name.empty())
-      return Outcome::failure("invalid", "heat.stack.create: no stack name");
+      return Outcome::failure(ErrorClass::kInvalid, "heat.stack.create: no stack name");
     std::string what = "heat.stack.create of stack \"" + name + "\"";
     // Read back first: a re-dispatch after a crash finds the stack the first call made.
     StackInfo info;
@@ -230,7 +239,8 @@ class StackCreate final : public HeatAction {
     if (live(info))
       return adopted(info);
     if (info.found)
-      return Outcome::failure("transient", what + ": a stack of that name is still being deleted");
+      return Outcome::failure(ErrorClass::kTransient,
+                              what + ": a stack of that name is still being deleted");
 
     json::object body{{"stack_name", name}, {"disable_rollback", true}};
     body["template"] = in.contains("template") ? in.at("template") : json::value("");
@@ -261,7 +271,8 @@ class StackCreate final : public HeatAction {
         return Outcome::failure(err.error_class, what + ": " + err.message);
       if (live(info))
         return adopted(info);
-      return Outcome::failure("transient", what + ": HTTP 409 and no live stack of that name");
+      return Outcome::failure(ErrorClass::kTransient,
+                              what + ": HTTP 409 and no live stack of that name");
     }
     std::string id;
     if (r.reply.body.is_object()) {
@@ -270,7 +281,7 @@ class StackCreate final : public HeatAction {
         id = str_in(st->get_object(), "id");
     }
     if (id.empty())
-      return Outcome::failure("transient", what + ": HTTP 201 without a stack id");
+      return Outcome::failure(ErrorClass::kTransient, what + ": HTTP 201 without a stack id");
     return Outcome::success(json::object{
         {"stack_id", id}, {"stack_name", name}, {"stack", name + "/" + id}, {"adopted", false}});
   }
@@ -286,7 +297,8 @@ class StackCreate final : public HeatAction {
 
 class StackWait final : public HeatAction {
  public:
-  StackWait() : HeatAction("heat.stack.wait") {}
+  explicit StackWait(std::shared_ptr<openstack::Client> c)
+      : HeatAction("heat.stack.wait", std::move(c)) {}
 
   Outcome call(const json::object& in, const Context& ctx, const Target& t) const override {
     std::string ref = str_in(in, "stack");
@@ -294,18 +306,19 @@ class StackWait final : public HeatAction {
     int64_t every = std::clamp<int64_t>(int_in(in, "poll_ms", 1000), 50, 60000);
     std::string what = "heat.stack.wait for stack \"" + ref + "\" to reach " + until;
     if (ref.empty())
-      return Outcome::failure("invalid", "heat.stack.wait: no stack");
+      return Outcome::failure(ErrorClass::kInvalid, "heat.stack.wait: no stack");
     if (until != "CREATE_COMPLETE" && until != "UPDATE_COMPLETE" && until != "DELETE_COMPLETE" &&
         until != "GONE")
-      return Outcome::failure("invalid", what +
-                                             ": \"until\" is one of CREATE_COMPLETE, "
-                                             "UPDATE_COMPLETE, DELETE_COMPLETE, GONE");
+      return Outcome::failure(ErrorClass::kInvalid, what +
+                                                        ": \"until\" is one of CREATE_COMPLETE, "
+                                                        "UPDATE_COMPLETE, DELETE_COMPLETE, GONE");
     StackInfo info;
     openstack::CallError err;
     // GONE: the name is free again (Heat refuses a new stack of that name until then).
     std::string lookup = until == "GONE" ? ref.substr(0, ref.find('/')) : ref;
     if (!show_stack(*t.session, lookup, ctx.deadline, info, err)) {
-      if (err.error_class == "transient")  // Heat restarting: keep polling within the timeout
+      if (err.error_class ==
+          ErrorClass::kTransient)  // Heat restarting: keep polling within the timeout
         return Outcome::poll(every * 2, json::object{{"last_error", err.message}});
       return Outcome::failure(err.error_class, what + ": " + err.message);
     }
@@ -313,16 +326,16 @@ class StackWait final : public HeatAction {
       if (until == "GONE" || until == "DELETE_COMPLETE")
         return Outcome::success(
             json::object{{"status", "GONE"}, {"reason", ""}, {"outputs", json::object{}}});
-      return Outcome::failure("failed", what + ": the stack does not exist");
+      return Outcome::failure(ErrorClass::kFailed, what + ": the stack does not exist");
     }
     if (info.status == until)
       return done(info);
     if (until == "GONE" && info.status == "DELETE_COMPLETE")
       return Outcome::poll(every);  // soft-deleted; the name frees a moment later
     if (info.status.size() > 7 && info.status.compare(info.status.size() - 7, 7, "_FAILED") == 0)
-      return Outcome::failure("failed", what + ": " + info.status + ": " + info.reason);
+      return Outcome::failure(ErrorClass::kFailed, what + ": " + info.status + ": " + info.reason);
     if (info.status.find("_IN_PROGRESS") != std::string::npos) {
-      if (until != "GONE" && until != "DELETE_COMPLETE" && stalled(in, ctx, t, info))
+      if (until != "GONE" && until != "DELETE_COMPLETE" && stalled(ctx, t, info))
         return resume(ctx, t, info, what, every);
       return Outcome::poll(every, json::object{{"status", info.status}});
     }
@@ -334,8 +347,9 @@ class StackWait final : public HeatAction {
     // that has not started yet is not possible with PATCH 202; treat it as unexpected).
     if (until == "UPDATE_COMPLETE" && info.status == "CREATE_COMPLETE")
       return Outcome::poll(every, json::object{{"status", info.status}});
-    return Outcome::failure("failed", what + ": the stack is " + info.status +
-                                          (info.reason.empty() ? "" : ": " + info.reason));
+    return Outcome::failure(
+        ErrorClass::kFailed,
+        what + ": the stack is " + info.status + (info.reason.empty() ? "" : ": " + info.reason));
   }
 
  private:
@@ -343,13 +357,14 @@ class StackWait final : public HeatAction {
   // VIM's heat_stall_secs (default 600; 0 = never) is taken to be orphaned: its Heat engine
   // died mid-operation, and a convergence engine does not pick such a stack up again.
   // Times are Heat's own (Date header), so clock skew between the hosts does not matter.
-  static bool stalled(const json::object&, const Context& ctx, const Target& t,
-                      const StackInfo& info) {
+  bool stalled(const Context& ctx, const Target& t, const StackInfo& info) const {
     int64_t stall = int_in(t.extra, "heat_stall_secs", 600);
     if (stall <= 0)
       return false;
-    auto now = info.server_now.time_since_epoch().count() != 0 ? info.server_now
-                                                               : std::chrono::system_clock::now();
+    auto now =
+        info.server_now.time_since_epoch().count() != 0
+            ? info.server_now
+            : std::chrono::system_clock::time_point(std::chrono::milliseconds(clock().wall_ms()));
     auto last = std::max(info.created, info.updated);
     auto limit = std::chrono::seconds(stall);
     if (last.time_since_epoch().count() == 0 || now - last < limit)
@@ -382,7 +397,7 @@ class StackWait final : public HeatAction {
     auto r = t.session->call("orchestration", "PATCH", path, &body, {202}, ctx.deadline,
                              "PATCH " + path + " (resume a stalled stack)");
     if (!r.ok) {
-      if (r.error.error_class == "transient")
+      if (r.error.error_class == ErrorClass::kTransient)
         return Outcome::poll(every * 2, json::object{{"last_error", r.error.message}});
       return Outcome::failure(r.error.error_class, what + ": " + info.status +
                                                        " made no progress and could not be "
@@ -402,7 +417,8 @@ class StackWait final : public HeatAction {
 
 class StackUpdate final : public HeatAction {
  public:
-  StackUpdate() : HeatAction("heat.stack.update") {}
+  explicit StackUpdate(std::shared_ptr<openstack::Client> c)
+      : HeatAction("heat.stack.update", std::move(c)) {}
 
   Outcome call(const json::object& in, const Context& ctx, const Target& t) const override {
     std::string ref = str_in(in, "stack");
@@ -427,7 +443,8 @@ class StackUpdate final : public HeatAction {
 
 class StackDelete final : public HeatAction {
  public:
-  StackDelete() : HeatAction("heat.stack.delete") {}
+  explicit StackDelete(std::shared_ptr<openstack::Client> c)
+      : HeatAction("heat.stack.delete", std::move(c)) {}
 
   // With wait (the default), the call reads back first and answers only once the stack's
   // name is free again (GET by name = 404): each poll GETs; a live stack is DELETEd.
@@ -444,7 +461,7 @@ class StackDelete final : public HeatAction {
       StackInfo info;
       openstack::CallError err;
       if (!show_stack(*t.session, ref.substr(0, ref.find('/')), ctx.deadline, info, err)) {
-        if (err.error_class == "transient")
+        if (err.error_class == ErrorClass::kTransient)
           return Outcome::poll(every * 2, json::object{{"last_error", err.message}});
         return Outcome::failure(err.error_class, what + ": " + err.message);
       }
@@ -453,13 +470,13 @@ class StackDelete final : public HeatAction {
       if (info.status == "DELETE_IN_PROGRESS" || info.status == "DELETE_COMPLETE")
         return Outcome::poll(every, json::object{{"status", info.status}});
       if (info.status == "DELETE_FAILED")
-        return Outcome::failure("failed", what + ": DELETE_FAILED: " + info.reason);
+        return Outcome::failure(ErrorClass::kFailed, what + ": DELETE_FAILED: " + info.reason);
       ref = info.name + "/" + info.id;
     }
     auto r = t.session->call("orchestration", "DELETE", stack_path(ref), nullptr, {204, 404},
                              ctx.deadline, "DELETE " + stack_path(ref));
     if (!r.ok) {
-      if (wait && r.error.error_class == "transient")
+      if (wait && r.error.error_class == ErrorClass::kTransient)
         return Outcome::poll(every * 2, json::object{{"last_error", r.error.message}});
       return Outcome::failure(r.error.error_class, what + ": " + r.error.message);
     }
@@ -471,7 +488,8 @@ class StackDelete final : public HeatAction {
 
 class StackOutputs final : public HeatAction {
  public:
-  StackOutputs() : HeatAction("heat.stack.outputs") {}
+  explicit StackOutputs(std::shared_ptr<openstack::Client> c)
+      : HeatAction("heat.stack.outputs", std::move(c)) {}
 
   Outcome call(const json::object& in, const Context& ctx, const Target& t) const override {
     std::string ref = str_in(in, "stack");
@@ -481,14 +499,15 @@ class StackOutputs final : public HeatAction {
       return Outcome::failure(err.error_class,
                               "heat.stack.outputs of \"" + ref + "\": " + err.message);
     if (!info.found)
-      return Outcome::failure("failed", "heat.stack.outputs: no stack \"" + ref + "\"");
+      return Outcome::failure(ErrorClass::kFailed, "heat.stack.outputs: no stack \"" + ref + "\"");
     return Outcome::success(json::object{{"status", info.status}, {"outputs", info.outputs}});
   }
 };
 
 class MarkUnhealthy final : public HeatAction {
  public:
-  MarkUnhealthy() : HeatAction("heat.resource.mark_unhealthy") {}
+  explicit MarkUnhealthy(std::shared_ptr<openstack::Client> c)
+      : HeatAction("heat.resource.mark_unhealthy", std::move(c)) {}
 
   Outcome call(const json::object& in, const Context& ctx, const Target& t) const override {
     std::string ref = str_in(in, "stack");
@@ -554,7 +573,8 @@ void vnfc_changes(json::object& inv, const json::array& previous, const json::ar
 
 class Resources final : public HeatAction {
  public:
-  Resources() : HeatAction("heat.resources") {}
+  explicit Resources(std::shared_ptr<openstack::Client> c)
+      : HeatAction("heat.resources", std::move(c)) {}
 
   Outcome call(const json::object& in, const Context& ctx, const Target& t) const override {
     std::string ref = str_in(in, "stack");
@@ -698,14 +718,52 @@ json::object heat_inventory(const json::array& resources, const json::object& vd
   return json::object{{"resources", std::move(out)}, {"vnfcs", std::move(vnfcs)}};
 }
 
-void add_heat_actions(Registry& r) {
-  r.add("heat.stack.create", std::make_shared<StackCreate>());
-  r.add("heat.stack.wait", std::make_shared<StackWait>());
-  r.add("heat.stack.update", std::make_shared<StackUpdate>());
-  r.add("heat.stack.delete", std::make_shared<StackDelete>());
-  r.add("heat.stack.outputs", std::make_shared<StackOutputs>());
-  r.add("heat.resource.mark_unhealthy", std::make_shared<MarkUnhealthy>());
-  r.add("heat.resources", std::make_shared<Resources>());
+void add_heat_actions(Registry& r, const Services& services) {
+  auto c = std::make_shared<openstack::Client>(
+      services.transport != nullptr ? *services.transport : http::Transport::real(),
+      services.clock != nullptr ? *services.clock : base::Clock::real());
+  add_heat_parameters(r);
+  r.add("heat.stack.create",
+        Signature::of(
+            {"vim_id: string", "name: string", "template: string", "files?: map(string)",
+             "environment?: any", "parameters?: map(any)", "timeout_mins?: integer"},
+            {"stack_id: string", "stack_name: string", "stack: string", "adopted: boolean"}),
+        std::make_shared<StackCreate>(c));
+  r.add("heat.stack.wait",
+        Signature::of({"vim_id: string", "stack: string", "until: string", "poll_ms?: integer"},
+                      {"status: string", "reason: string", "outputs: map(any)", "stack?: string"}),
+        std::make_shared<StackWait>(c));
+  r.add("heat.stack.update",
+        Signature::of({"vim_id: string", "stack: string", "parameters?: map(any)",
+                       "template?: string", "files?: map(string)", "timeout_mins?: integer"},
+                      {"stack: string"}),
+        std::make_shared<StackUpdate>(c));
+  r.add("heat.stack.delete",
+        Signature::of({"vim_id: string", "stack: string", "wait?: boolean", "poll_ms?: integer"},
+                      {"gone: boolean"}),
+        std::make_shared<StackDelete>(c));
+  r.add("heat.stack.outputs",
+        Signature::of({"vim_id: string", "stack: string"}, {"status: string", "outputs: map(any)"}),
+        std::make_shared<StackOutputs>(c));
+  r.add("heat.resource.mark_unhealthy",
+        Signature::of({"vim_id: string", "stack: string", "resource: string", "reason?: string"},
+                      {"stack: string", "resource: string"}),
+        std::make_shared<MarkUnhealthy>(c));
+  r.add(
+      "heat.resources",
+      Signature::of({"vim_id: string", "stack: string", "nested_depth?: integer", "vdus?: map(any)",
+                     "cps?: map(any)", "previous?: list(vnfc)", "healed?: list(string)"},
+                    {"resources: list(any)", "vnfcs: list(vnfc)", "added: list(vnfc)",
+                     "removed: list(vnfc)", "healed: list(vnfc)"}),
+      std::make_shared<Resources>(c));
+}
+
+void add_heat_parameters(Registry& r) {
+  r.add_inline("heat.parameters",
+               Signature::of({"vnfd: any", "level?: string", "scale_status?: map(integer)",
+                              "ext_virtual_links?: list(any)", "overrides?: map(any)"},
+                             {"parameters: map(any)"}),
+               [](const json::object& in, json::value&) { return heat_parameters(in); });
 }
 
 }  // namespace actions

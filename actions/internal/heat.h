@@ -7,10 +7,6 @@
 
 namespace actions {
 
-// Registers heat.stack.{create,wait,update,delete,outputs}, heat.resources and
-// heat.resource.mark_unhealthy.
-void add_heat_actions(Registry& r);
-
 // From Heat's `resources?nested_depth=N&with_detail=true` list: {resources: [{name, type,
 // status, physical_id, stack}], vnfcs: [{id, vdu, resource_id, stack_id, addresses{cp: ip},
 // address}]}. A VNFC is a resource named like a VDU of `vdus`; its addresses come from

@@ -219,4 +219,15 @@ base::Result<Response> send(const Request& req, const Options& opt) {
   }
 }
 
+Transport& Transport::real() {
+  class Real final : public Transport {
+   public:
+    base::Result<Response> send(const Request& req, const Options& opt) override {
+      return http::send(req, opt);
+    }
+  };
+  static Real kReal;
+  return kReal;
+}
+
 }  // namespace actions::http

@@ -45,7 +45,19 @@ struct Options {
 };
 
 // Transport failures come back as kUnavailable (refused, reset, TLS, DNS) or
-// kDeadlineExceeded; their messages name the method and URL, never headers or bodies.
+// kDeadlineExceeded (kInvalidArgument: a bad URL or CA file); their messages name the
+// method and URL, never headers or bodies.
 base::Result<Response> send(const Request& req, const Options& opt);
+
+// Where the OpenStack client's requests go: one request, its response or a transport
+// error (as send() above). Implementations are thread-safe. Tests give a scripted one
+// (tests/unit/actions/scripted_transport.h) through actions::Services.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual base::Result<Response> send(const Request& req, const Options& opt) = 0;
+  // The network: http::send().
+  static Transport& real();
+};
 
 }  // namespace actions::http

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "actions/actions.h"
+#include "actions/internal/kinds.h"
 
 namespace actions {
 
@@ -379,11 +380,11 @@ class LocalExec : public Action {
       p.argv_s = {"/bin/sh", "-c", std::string(sh->as_string())};
     }
     if (p.argv_s.empty())
-      return Outcome::failure("invalid",
+      return Outcome::failure(ErrorClass::kInvalid,
                               "local.exec: give \"command\" (a non-empty list) or \"shell\"");
     for (const auto& a : p.argv_s) {
       if (a.find('\0') != std::string::npos)
-        return Outcome::failure("invalid", "local.exec: an argument holds a NUL byte");
+        return Outcome::failure(ErrorClass::kInvalid, "local.exec: an argument holds a NUL byte");
     }
     int64_t max_output = kDefaultMaxOutput;
     if (const json::value* m = in.if_contains("max_output");
@@ -422,7 +423,8 @@ class LocalExec : public Action {
         std::string k(kv.key());
         if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
             v.find('\0') != std::string::npos)
-          return Outcome::failure("invalid", "local.exec: env name \"" + k + "\" is not valid");
+          return Outcome::failure(ErrorClass::kInvalid,
+                                  "local.exec: env name \"" + k + "\" is not valid");
         if (is_secret_name(kv.key()) && !v.empty())
           secrets.push_back(v);
         env[k] = v;
@@ -441,7 +443,7 @@ class LocalExec : public Action {
     std::string what =
         "local.exec \"" + scrub(p.argv_s[0] == "/bin/sh" ? "sh -c ..." : p.argv_s[0]) + "\"";
     if (p.exe.empty())
-      return Outcome::failure("invalid", what + ": no such command on the hook PATH");
+      return Outcome::failure(ErrorClass::kInvalid, what + ": no such command on the hook PATH");
     p.work_dir = ctx.work_dir;
     p.run_uid = ctx.run_uid;
     p.run_gid = ctx.run_gid;
@@ -454,8 +456,8 @@ class LocalExec : public Action {
     if (!pin.open() || !pout.open() || !perr.open() || !prep.open()) {
       for (Pipe* x : {&pin, &pout, &perr, &prep})
         x->close_both();
-      return Outcome::failure(
-          "transient", "local.exec: cannot create pipes: " + std::string(std::strerror(errno)));
+      return Outcome::failure(ErrorClass::kTransient, "local.exec: cannot create pipes: " +
+                                                          std::string(std::strerror(errno)));
     }
     auto start = std::chrono::steady_clock::now();
     // The child's fds: 0-2 the hook's pipes, 3 the report pipe, 4 the hook lock. Moved
@@ -489,8 +491,8 @@ class LocalExec : public Action {
     if (sup < 0) {
       for (Pipe* x : {&pin, &pout, &perr, &prep})
         x->close_both();
-      return Outcome::failure("transient", "local.exec: cannot start a process: " +
-                                               std::string(std::strerror(fork_errno)));
+      return Outcome::failure(ErrorClass::kTransient, "local.exec: cannot start a process: " +
+                                                          std::string(std::strerror(fork_errno)));
     }
     int in_fd = pin.fd[1];
     ::fcntl(in_fd, F_SETFL, O_NONBLOCK);
@@ -605,13 +607,15 @@ class LocalExec : public Action {
                   .count();
     if (timed_out)
       return Outcome::failure(
-          "timeout", what + ": no result within the state's timeout; the command was killed");
+          ErrorClass::kTimeout,
+          what + ": no result within the state's timeout; the command was killed");
     if (cancelled)
-      return Outcome::failure("transient", what + ": stopped because the daemon is stopping");
+      return Outcome::failure(ErrorClass::kTransient,
+                              what + ": stopped because the daemon is stopping");
     if (rep_len < 8)
-      return Outcome::failure("failed", what +
-                                            ": the command's supervisor ended without "
-                                            "reporting its exit status");
+      return Outcome::failure(ErrorClass::kFailed, what +
+                                                       ": the command's supervisor ended without "
+                                                       "reporting its exit status");
     int32_t status = 0;
     std::memcpy(&status, rep_buf + 4, 4);
     int64_t code = WIFEXITED(status) ? WEXITSTATUS(status)
@@ -630,19 +634,27 @@ class LocalExec : public Action {
       std::string line = last_line(err.data_);
       if (!line.empty())
         msg += ": " + line;
-      return Outcome::failure(code == 126 || code == 127 ? "invalid" : "failed", scrub(msg));
+      return Outcome::failure(
+          code == 126 || code == 127 ? ErrorClass::kInvalid : ErrorClass::kFailed, scrub(msg));
     }
     if (stderr_empty && !err.data_.empty())
-      return Outcome::failure("failed", scrub(what + ": wrote to stderr: " + last_line(err.data_)));
+      return Outcome::failure(ErrorClass::kFailed,
+                              scrub(what + ": wrote to stderr: " + last_line(err.data_)));
     return Outcome::success(std::move(o));
   }
 };
 
 }  // namespace
 
-std::shared_ptr<const Action> make_local_exec();
-std::shared_ptr<const Action> make_local_exec() {
-  return std::make_shared<LocalExec>();
+void add_local_exec(Registry& r) {
+  r.add("local.exec",
+        Signature::of(
+            {"command?: list(string)", "shell?: string", "env?: map(string)", "stdin?: string",
+             "success_codes?: list(integer)", "max_output?: integer",
+             "stderr_must_be_empty?: boolean", "hide_output?: boolean", "secret_output?: boolean"},
+            {"exit_code: integer", "stdout: string", "stderr: string", "truncated: boolean",
+             "duration_ms: integer"}),
+        std::make_shared<LocalExec>());
 }
 
 base::Result<int> claim_hook_lock(const std::string& work_root, std::chrono::milliseconds wait) {

@@ -53,9 +53,9 @@ std::chrono::system_clock::time_point parse_http_date(const std::string& s) {
 
 CallError transport(const base::Status& s) {
   CallError e;
-  e.error_class = s.code() == base::StatusCode::kDeadlineExceeded  ? "timeout"
-                  : s.code() == base::StatusCode::kInvalidArgument ? "invalid"
-                                                                   : "transient";
+  e.error_class = s.code() == base::StatusCode::kDeadlineExceeded  ? ErrorClass::kTimeout
+                  : s.code() == base::StatusCode::kInvalidArgument ? ErrorClass::kInvalid
+                                                                   : ErrorClass::kTransient;
   e.message = s.message();
   return e;
 }
@@ -83,12 +83,6 @@ std::string api_message(const std::string& body) {
       c = ' ';
   }
   return b;
-}
-
-std::mutex g_mu;
-std::map<std::string, std::shared_ptr<Session>>& sessions() {
-  static std::map<std::string, std::shared_ptr<Session>> m;
-  return m;
 }
 
 }  // namespace
@@ -140,25 +134,24 @@ base::Result<Cloud> cloud_from_json(const json::object& a) {
   return c;
 }
 
-std::shared_ptr<Session> Session::get(const Cloud& c) {
+std::shared_ptr<Session> Client::session(const Cloud& c) {
   std::string k =
       c.auth_url + '\n' + c.username + '\n' + c.user_domain + '\n' + c.project + '\n' +
       c.project_id + '\n' + c.project_domain + '\n' + c.app_cred_id + '\n' + c.app_cred_name +
       '\n' + c.region + '\n' + c.interface + '\n' + c.ca_file + '\n' +
       base::digest_hex(base::DigestAlgorithm::kSha256, c.password + '\n' + c.app_cred_secret);
-  std::lock_guard<std::mutex> l(g_mu);
-  auto& m = sessions();
-  auto it = m.find(k);
-  if (it != m.end())
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = sessions_.find(k);
+  if (it != sessions_.end())
     return it->second;
-  auto s = std::shared_ptr<Session>(new Session(c));
-  m.emplace(k, s);
+  auto s = std::shared_ptr<Session>(new Session(c, transport_, clock_));
+  sessions_.emplace(k, s);
   return s;
 }
 
-void Session::forget_all() {
-  std::lock_guard<std::mutex> l(g_mu);
-  sessions().clear();
+void Client::forget_all() {
+  std::lock_guard<std::mutex> l(mu_);
+  sessions_.clear();
 }
 
 int Session::auth_count() const {
@@ -206,7 +199,7 @@ bool Session::authenticate(std::chrono::steady_clock::time_point deadline, CallE
   http::Options opt;
   opt.ca_file = cloud_.ca_file;
   opt.deadline = deadline;
-  auto r = http::send(req, opt);
+  auto r = transport_.send(req, opt);
   if (!r.ok()) {
     err = transport(r.status());
     err.message = "Keystone authentication: " + err.message;
@@ -215,7 +208,7 @@ bool Session::authenticate(std::chrono::steady_clock::time_point deadline, CallE
   const auto& res = r.value();
   if (res.status != 201 && res.status != 200) {
     err.status = res.status;
-    err.error_class = res.status >= 500 ? "transient" : "invalid";
+    err.error_class = res.status >= 500 ? ErrorClass::kTransient : ErrorClass::kInvalid;
     err.message = "Keystone authentication at " + cloud_.auth_url + " as \"" +
                   (app ? "application credential" : cloud_.username) + "\": HTTP " +
                   std::to_string(res.status) + " " + api_message(res.body);
@@ -224,12 +217,13 @@ bool Session::authenticate(std::chrono::steady_clock::time_point deadline, CallE
   boost::system::error_code ec;
   json::value v = json::parse(res.body, ec);
   std::string token = res.header("x-subject-token");
-  if (ec || !v.is_object() || token.empty() || !v.get_object().contains("token")) {
-    err.error_class = "transient";
+  const json::value* tv = !ec && v.is_object() ? v.get_object().if_contains("token") : nullptr;
+  if (token.empty() || tv == nullptr || !tv->is_object()) {
+    err.error_class = ErrorClass::kTransient;
     err.message = "Keystone authentication: an answer without a token";
     return false;
   }
-  const auto& t = v.get_object().at("token").as_object();
+  const auto& t = tv->get_object();
   token_ = std::move(token);
   expires_ = parse_time(str(t, {"expires_at"}));
   auto issued = parse_time(str(t, {"issued_at"}));
@@ -281,7 +275,7 @@ std::string Session::endpoint(const std::string& type, CallError& err) const {
       }
     }
   }
-  err.error_class = "invalid";
+  err.error_class = ErrorClass::kInvalid;
   err.message = "the service catalog of " + cloud_.auth_url + " has no " + cloud_.interface +
                 " \"" + type + "\" endpoint" +
                 (cloud_.region.empty() ? "" : " in region " + cloud_.region);
@@ -298,7 +292,9 @@ Session::Result Session::call(const std::string& type, const std::string& method
     std::string token, base;
     {
       std::lock_guard<std::mutex> l(mu_);
-      auto soon = std::chrono::system_clock::now() + renew_margin_;
+      auto soon =
+          std::chrono::system_clock::time_point(std::chrono::milliseconds(clock_.wall_ms())) +
+          renew_margin_;
       if (token_.empty() || round > 0 ||
           (expires_.time_since_epoch().count() != 0 && expires_ < soon)) {
         token_.clear();
@@ -321,7 +317,7 @@ Session::Result Session::call(const std::string& type, const std::string& method
     http::Options opt;
     opt.ca_file = cloud_.ca_file;
     opt.deadline = deadline;
-    auto r = http::send(req, opt);
+    auto r = transport_.send(req, opt);
     if (!r.ok()) {
       out.error = transport(r.status());
       out.error.message = what + ": " + out.error.message;
@@ -348,13 +344,13 @@ Session::Result Session::call(const std::string& type, const std::string& method
     out.error.status = res.status;
     std::string msg = api_message(res.body);
     if (res.status >= 500 || res.status == 429)
-      out.error.error_class = "transient";
+      out.error.error_class = ErrorClass::kTransient;
     else if (res.status == 409 && msg.find("InProgress") != std::string::npos)
-      out.error.error_class = "transient";
+      out.error.error_class = ErrorClass::kTransient;
     else if (res.status == 409)
-      out.error.error_class = "failed";
+      out.error.error_class = ErrorClass::kFailed;
     else
-      out.error.error_class = "invalid";
+      out.error.error_class = ErrorClass::kInvalid;
     out.error.message =
         what + ": HTTP " + std::to_string(res.status) + (msg.empty() ? "" : " " + msg);
     return out;

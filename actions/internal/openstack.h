@@ -1,17 +1,20 @@
 // openstack: Keystone v3 sessions and the Heat calls the heat.* actions make.
 //
-// A Cloud is a VIM's access info. Sessions are cached process-wide per credential: a
-// token is reused until 2 minutes before it expires, and a 401 re-authenticates once.
-// Endpoints come from the token's catalog (service type, interface, region).
+// A Cloud is a VIM's access info. A Client caches one Session per credential (one Client
+// per actions::Registry): a token is reused until shortly before it expires (its clock),
+// and a 401 re-authenticates once. Endpoints come from the token's catalog (service type,
+// interface, region). Every request goes through the Client's http::Transport.
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include <boost/json/value.hpp>
 
+#include "actions/actions.h"
 #include "actions/internal/http.h"
 #include "base/base.h"
 
@@ -45,7 +48,7 @@ base::Result<Cloud> cloud_from_json(const json::object& access);
 std::chrono::system_clock::time_point parse_iso_time(const std::string& s);
 
 struct CallError {
-  std::string error_class;
+  ErrorClass error_class = ErrorClass::kFailed;
   std::string message;
   int status = 0;  // HTTP status, 0 for transport errors
 };
@@ -57,13 +60,27 @@ struct Reply {
   std::chrono::system_clock::time_point date;  // the server's clock (Date header), or 0
 };
 
+class Session;
+
+// The sessions of one registry, and where their requests and time come from. Thread-safe.
+class Client {
+ public:
+  Client(http::Transport& transport, base::Clock& clock) : transport_(transport), clock_(clock) {}
+  // The cached session for these credentials (created on first use).
+  std::shared_ptr<Session> session(const Cloud& cloud);
+  // Drops every cached token.
+  void forget_all();
+  base::Clock& clock() const { return clock_; }
+
+ private:
+  http::Transport& transport_;
+  base::Clock& clock_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Session>> sessions_;
+};
+
 class Session {
  public:
-  // The cached session for these credentials (created on first use).
-  static std::shared_ptr<Session> get(const Cloud& cloud);
-  // Drops every cached token (tests; `vim delete`).
-  static void forget_all();
-
   // Calls `service_type`'s endpoint: `path` is appended to the catalog URL. Statuses
   // in `accept` are returned as replies; any other is a CallError.
   struct Result {
@@ -79,11 +96,15 @@ class Session {
   int auth_count() const;
 
  private:
-  explicit Session(Cloud c) : cloud_(std::move(c)) {}
+  friend class Client;
+  Session(Cloud c, http::Transport& t, base::Clock& clock)
+      : cloud_(std::move(c)), transport_(t), clock_(clock) {}
   bool authenticate(std::chrono::steady_clock::time_point deadline, CallError& err);
   std::string endpoint(const std::string& service_type, CallError& err) const;
 
   Cloud cloud_;
+  http::Transport& transport_;
+  base::Clock& clock_;
   mutable std::mutex mu_;
   std::string token_;
   std::chrono::system_clock::time_point expires_;

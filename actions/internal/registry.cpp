@@ -4,28 +4,87 @@
 #include <boost/json.hpp>
 
 #include "actions/actions.h"
-#include "actions/internal/heat.h"
-#include "actions/internal/ssh.h"
+#include "actions/internal/kinds.h"
 
 namespace actions {
 
-std::shared_ptr<const Action> make_local_exec();
+Signature Signature::of(const std::vector<std::string_view>& inputs,
+                        const std::vector<std::string_view>& outputs) {
+  auto parse = [](const std::vector<std::string_view>& spellings) {
+    std::vector<Field> out;
+    for (std::string_view sp : spellings) {
+      size_t colon = sp.find(": ");
+      BASE_CHECK(colon != std::string_view::npos && colon > 0);
+      Field f;
+      f.name = std::string(sp.substr(0, colon));
+      f.type = std::string(sp.substr(colon + 2));
+      if (f.name.back() == '?') {
+        f.name.pop_back();
+        f.required = false;
+      }
+      out.push_back(std::move(f));
+    }
+    return out;
+  };
+  Signature s;
+  s.inputs = parse(inputs);
+  s.outputs = parse(outputs);
+  return s;
+}
 
-Registry Registry::standard() {
+Outcome Kind::run(const json::object& inputs, const Context& ctx) const {
+  if (action_ == nullptr)
+    return Outcome::failure(ErrorClass::kInvalid,
+                            name_ + " runs inline on the engine's thread, not on a worker");
+  return action_->run(inputs, ctx);
+}
+
+Outcome Kind::run_inline(const json::object& inputs, json::value& record) const {
+  if (!inline_)
+    return Outcome::failure(ErrorClass::kInvalid, name_ + " does not run inline");
+  return inline_(inputs, record);
+}
+
+Registry Registry::standard(Services services) {
   Registry r;
-  r.add("local.exec", make_local_exec());
-  add_heat_actions(r);
+  add_local_exec(r);
+  add_instance_actions(r);
+  add_heat_actions(r, services);
   add_ssh_actions(r);
   return r;
 }
 
-void Registry::add(std::string name, std::shared_ptr<const Action> action) {
-  actions_[std::move(name)] = std::move(action);
+void Registry::add(std::string name, Signature signature, std::shared_ptr<const Action> action) {
+  auto k = std::make_shared<Kind>();
+  k->name_ = name;
+  k->signature_ = std::move(signature);
+  k->action_ = std::move(action);
+  kinds_[std::move(name)] = std::move(k);
 }
 
-const Action* Registry::find(std::string_view name) const {
-  auto it = actions_.find(name);
-  return it == actions_.end() ? nullptr : it->second.get();
+void Registry::add(std::string name, std::shared_ptr<const Action> action) {
+  const Kind* old = find(name);
+  add(name, old != nullptr ? old->signature() : Signature{}, std::move(action));
+}
+
+void Registry::add_inline(std::string name, Signature signature, InlineFn fn) {
+  auto k = std::make_shared<Kind>();
+  k->name_ = name;
+  k->signature_ = std::move(signature);
+  k->inline_ = std::move(fn);
+  kinds_[std::move(name)] = std::move(k);
+}
+
+const Kind* Registry::find(std::string_view name) const {
+  auto it = kinds_.find(name);
+  return it == kinds_.end() ? nullptr : it->second.get();
+}
+
+std::vector<const Kind*> Registry::kinds() const {
+  std::vector<const Kind*> out;
+  for (const auto& kv : kinds_)
+    out.push_back(kv.second.get());
+  return out;
 }
 
 bool is_secret_name(std::string_view name) {
@@ -74,14 +133,14 @@ namespace {
 Outcome instance_update(const json::object& in, json::value& record) {
   const json::value* set = in.if_contains("set");
   if (set == nullptr || !set->is_object())
-    return Outcome::failure("invalid", "instance.update: \"set\" must be a map");
+    return Outcome::failure(ErrorClass::kInvalid, "instance.update: \"set\" must be a map");
   if (!record.is_object())
     record = json::object();
   json::object& r = record.get_object();
   json::object previous;
   for (const auto& kv : set->get_object()) {
     if (kv.key() == "id" || kv.key() == "package_id" || kv.key() == "vnfd_id")
-      return Outcome::failure("invalid",
+      return Outcome::failure(ErrorClass::kInvalid,
                               "instance.update: \"" + std::string(kv.key()) + "\" cannot change");
     const json::value* old = r.if_contains(kv.key());
     previous[kv.key()] = old != nullptr ? *old : json::value();
@@ -99,7 +158,7 @@ Outcome instance_scale(const json::object& in, json::value& record) {
   const json::value* aspect = in.if_contains("aspect");
   const json::value* steps = in.if_contains("steps");
   if (aspect == nullptr || !aspect->is_string() || steps == nullptr || !steps->is_int64())
-    return Outcome::failure("invalid",
+    return Outcome::failure(ErrorClass::kInvalid,
                             "instance.scale: needs \"aspect\" (string) and \"steps\" (integer)");
   if (!record.is_object())
     record = json::object();
@@ -111,18 +170,20 @@ Outcome instance_scale(const json::object& in, json::value& record) {
   int64_t before = status.contains(a) && status[a].is_int64() ? status[a].get_int64() : 0;
   int64_t after = 0;
   if (__builtin_add_overflow(before, steps->get_int64(), &after))
-    return Outcome::failure("invalid", "instance.scale: " + std::to_string(steps->get_int64()) +
-                                           " steps are out of range");
+    return Outcome::failure(
+        ErrorClass::kInvalid,
+        "instance.scale: " + std::to_string(steps->get_int64()) + " steps are out of range");
   if (after < 0)
-    return Outcome::failure("invalid", "instance.scale: aspect \"" + a + "\" is at level " +
-                                           std::to_string(before) + "; cannot scale in by " +
-                                           std::to_string(-steps->get_int64()));
+    return Outcome::failure(ErrorClass::kInvalid, "instance.scale: aspect \"" + a +
+                                                      "\" is at level " + std::to_string(before) +
+                                                      "; cannot scale in by " +
+                                                      std::to_string(-steps->get_int64()));
   if (const json::value* max = in.if_contains("max_level");
       max && max->is_int64() && after > max->get_int64())
-    return Outcome::failure(
-        "invalid", "instance.scale: aspect \"" + a + "\" is at level " + std::to_string(before) +
-                       " of " + std::to_string(max->get_int64()) + "; cannot scale out by " +
-                       std::to_string(steps->get_int64()));
+    return Outcome::failure(ErrorClass::kInvalid,
+                            "instance.scale: aspect \"" + a + "\" is at level " +
+                                std::to_string(before) + " of " + std::to_string(max->get_int64()) +
+                                "; cannot scale out by " + std::to_string(steps->get_int64()));
   status[a] = after;
   return Outcome::success(json::object{{"level", after}, {"previous", before}});
 }
@@ -132,9 +193,10 @@ Outcome instance_check(const json::object& in) {
   const json::value* m = in.if_contains("message");
   std::string msg = m != nullptr && m->is_string() ? std::string(m->get_string()) : "check failed";
   if (c == nullptr || !c->is_bool())
-    return Outcome::failure("invalid", "instance.check: \"condition\" must be a boolean");
+    return Outcome::failure(ErrorClass::kInvalid,
+                            "instance.check: \"condition\" must be a boolean");
   if (!c->get_bool())
-    return Outcome::failure("invalid", msg);
+    return Outcome::failure(ErrorClass::kInvalid, msg);
   return Outcome::success(json::object{{"ok", true}});
 }
 
@@ -149,15 +211,16 @@ Outcome instance_scale_in_targets(const json::object& in) {
   const json::value* vnfcs = in.if_contains("vnfcs");
   if (vnfd == nullptr || !vnfd->is_object() || aspect == nullptr || !aspect->is_string() ||
       steps == nullptr || !steps->is_int64() || vnfcs == nullptr || !vnfcs->is_array())
-    return Outcome::failure("invalid",
+    return Outcome::failure(ErrorClass::kInvalid,
                             "instance.scale_in_targets: needs vnfd, aspect, steps and vnfcs");
   const json::value* aspects = vnfd->get_object().if_contains("aspects");
   const json::value* a = aspects != nullptr && aspects->is_object()
                              ? aspects->get_object().if_contains(aspect->get_string())
                              : nullptr;
   if (a == nullptr || !a->is_object())
-    return Outcome::failure("invalid", "instance.scale_in_targets: no aspect \"" +
-                                           std::string(aspect->get_string()) + "\" in the VNFD");
+    return Outcome::failure(ErrorClass::kInvalid, "instance.scale_in_targets: no aspect \"" +
+                                                      std::string(aspect->get_string()) +
+                                                      "\" in the VNFD");
   json::array out;
   const json::value* deltas = a->get_object().if_contains("deltas");
   if (deltas != nullptr && deltas->is_object()) {
@@ -187,24 +250,51 @@ Outcome instance_scale_in_targets(const json::object& in) {
 
 }  // namespace
 
+void add_instance_actions(Registry& r) {
+  r.add_inline(
+      "instance.update",
+      Signature::of({"set: instance_patch"}, {"instance: instance", "previous: instance_patch"}),
+      instance_update);
+  r.add_inline("instance.scale",
+               Signature::of({"aspect: string", "steps: integer", "max_level?: integer"},
+                             {"level: integer", "previous: integer"}),
+               instance_scale);
+  r.add_inline("instance.scale_in_targets",
+               Signature::of({"vnfd: any", "aspect: string", "steps: integer", "vnfcs: list(vnfc)"},
+                             {"vnfcs: list(vnfc)"}),
+               [](const json::object& in, json::value&) { return instance_scale_in_targets(in); });
+  r.add_inline("instance.check",
+               Signature::of({"condition: boolean", "message: string"}, {"ok: boolean"}),
+               [](const json::object& in, json::value&) { return instance_check(in); });
+}
+
+namespace {
+
+// The inline kinds the deprecated free functions answer for.
+const Registry& inline_kinds() {
+  static const Registry kInline = [] {
+    Registry r;
+    add_instance_actions(r);
+    add_heat_parameters(r);
+    return r;
+  }();
+  return kInline;
+}
+
+}  // namespace
+
 bool is_instance_action(std::string_view name) {
-  return name == "instance.update" || name == "instance.scale" || name == "instance.check" ||
-         name == "instance.scale_in_targets" || name == "heat.parameters";
+  const Kind* k = inline_kinds().find(name);
+  return k != nullptr && k->runs_inline();
 }
 
 Outcome run_instance_action(std::string_view name, const json::object& inputs,
                             json::value& record) {
-  if (name == "instance.update")
-    return instance_update(inputs, record);
-  if (name == "instance.scale")
-    return instance_scale(inputs, record);
-  if (name == "instance.check")
-    return instance_check(inputs);
-  if (name == "instance.scale_in_targets")
-    return instance_scale_in_targets(inputs);
-  if (name == "heat.parameters")
-    return heat_parameters(inputs);
-  return Outcome::failure("invalid", "no instance action \"" + std::string(name) + "\"");
+  const Kind* k = inline_kinds().find(name);
+  if (k == nullptr)
+    return Outcome::failure(ErrorClass::kInvalid,
+                            "no instance action \"" + std::string(name) + "\"");
+  return k->run_inline(inputs, record);
 }
 
 }  // namespace actions

@@ -34,6 +34,7 @@
 #include <libssh/sftp.h>
 
 #include "actions/actions.h"
+#include "actions/internal/kinds.h"
 
 namespace actions {
 
@@ -104,19 +105,20 @@ bool read_target(const json::object& in, const char* action, Target& t, Outcome&
   t.connect_within_ms = int_in(in, "connect_within", 60) * 1000;
   std::string a(action);
   if (t.host.empty() || t.host.find_first_of(" \t\r\n/") != std::string::npos) {
-    fail = Outcome::failure("invalid", a + ": \"host\" must be an address or a host name");
+    fail =
+        Outcome::failure(ErrorClass::kInvalid, a + ": \"host\" must be an address or a host name");
     return false;
   }
   if (t.user.empty()) {
-    fail = Outcome::failure("invalid", a + " on " + t.host + ": \"username\" is empty");
+    fail = Outcome::failure(ErrorClass::kInvalid, a + " on " + t.host + ": \"username\" is empty");
     return false;
   }
   if (t.port < 1 || t.port > 65535) {
-    fail = Outcome::failure("invalid", a + " on " + t.host + ": bad port");
+    fail = Outcome::failure(ErrorClass::kInvalid, a + " on " + t.host + ": bad port");
     return false;
   }
   if (t.password.empty() && t.private_key.empty()) {
-    fail = Outcome::failure("invalid",
+    fail = Outcome::failure(ErrorClass::kInvalid,
                             a + " on " + t.where() + ": give \"password\" or \"private_key\"");
     return false;
   }
@@ -239,7 +241,7 @@ bool verify_host(Conn& c, const Target& t, const Context& ctx, const std::string
                  json::object& pins, Outcome& fail) {
   c.fingerprint = server_fingerprint(c.s);
   if (c.fingerprint.empty()) {
-    fail = Outcome::failure("failed", what + ": the server sent no host key");
+    fail = Outcome::failure(ErrorClass::kFailed, what + ": the server sent no host key");
     return false;
   }
   if (!t.known_hosts.empty()) {
@@ -248,34 +250,37 @@ bool verify_host(Conn& c, const Target& t, const Context& ctx, const std::string
         return true;
       case SSH_KNOWN_HOSTS_CHANGED:
       case SSH_KNOWN_HOSTS_OTHER:
-        fail = Outcome::failure("invalid", what + ": the host key (" + c.fingerprint +
-                                               ") does not match known_hosts " + t.known_hosts);
+        fail = Outcome::failure(ErrorClass::kInvalid, what + ": the host key (" + c.fingerprint +
+                                                          ") does not match known_hosts " +
+                                                          t.known_hosts);
         return false;
       case SSH_KNOWN_HOSTS_UNKNOWN:
       case SSH_KNOWN_HOSTS_NOT_FOUND:
-        fail = Outcome::failure("invalid", what + ": not in known_hosts " + t.known_hosts +
-                                               " (its key is " + c.fingerprint + ")");
+        fail =
+            Outcome::failure(ErrorClass::kInvalid, what + ": not in known_hosts " + t.known_hosts +
+                                                       " (its key is " + c.fingerprint + ")");
         return false;
       default:
-        fail = Outcome::failure("failed", what + ": cannot read known_hosts " + t.known_hosts +
-                                              ": " + ssh_get_error(c.s));
+        fail = Outcome::failure(ErrorClass::kFailed, what + ": cannot read known_hosts " +
+                                                         t.known_hosts + ": " + ssh_get_error(c.s));
         return false;
     }
   }
   if (!t.host_key.empty()) {
     if (same_fingerprint(t.host_key, c.fingerprint))
       return true;
-    fail = Outcome::failure(
-        "invalid", what + ": the host key is " + c.fingerprint + ", not the pinned " + t.host_key);
+    fail = Outcome::failure(ErrorClass::kInvalid, what + ": the host key is " + c.fingerprint +
+                                                      ", not the pinned " + t.host_key);
     return false;
   }
   // Trust on first use, pinned in the instance record.
   std::string pinned = str_in(ctx.host_keys, t.host_port().c_str());
   if (!pinned.empty() && !same_fingerprint(pinned, c.fingerprint) && !t.allow_changed) {
-    fail = Outcome::failure("invalid", what + ": the host key changed: pinned " + pinned +
-                                           ", now " + c.fingerprint +
-                                           " (a heal that replaced the VM accepts it with "
-                                           "allow_changed_host_key)");
+    fail =
+        Outcome::failure(ErrorClass::kInvalid, what + ": the host key changed: pinned " + pinned +
+                                                   ", now " + c.fingerprint +
+                                                   " (a heal that replaced the VM accepts it with "
+                                                   "allow_changed_host_key)");
     return false;
   }
   if (pinned.empty() || !same_fingerprint(pinned, c.fingerprint))
@@ -290,9 +295,10 @@ bool authenticate(Conn& c, const Target& t, const std::string& what, Outcome& fa
     if (ssh_pki_import_privkey_base64(t.private_key.c_str(),
                                       t.passphrase.empty() ? nullptr : t.passphrase.c_str(),
                                       nullptr, nullptr, &key) != SSH_OK) {
-      fail = Outcome::failure("invalid", what +
-                                             ": private_key is not a usable private key (wrong "
-                                             "format or passphrase)");
+      fail = Outcome::failure(ErrorClass::kInvalid,
+                              what +
+                                  ": private_key is not a usable private key (wrong "
+                                  "format or passphrase)");
       return false;
     }
     int rc = ssh_userauth_publickey(c.s, nullptr, key);
@@ -300,7 +306,8 @@ bool authenticate(Conn& c, const Target& t, const std::string& what, Outcome& fa
     if (rc == SSH_AUTH_SUCCESS)
       return true;
     if (rc == SSH_AUTH_ERROR) {
-      fail = Outcome::failure("transient", what + ": authentication: " + ssh_get_error(c.s));
+      fail = Outcome::failure(ErrorClass::kTransient,
+                              what + ": authentication: " + ssh_get_error(c.s));
       return false;
     }
     tried = "publickey";
@@ -310,12 +317,13 @@ bool authenticate(Conn& c, const Target& t, const std::string& what, Outcome& fa
     if (rc == SSH_AUTH_SUCCESS)
       return true;
     if (rc == SSH_AUTH_ERROR) {
-      fail = Outcome::failure("transient", what + ": authentication: " + ssh_get_error(c.s));
+      fail = Outcome::failure(ErrorClass::kTransient,
+                              what + ": authentication: " + ssh_get_error(c.s));
       return false;
     }
     tried += tried.empty() ? "password" : " and password";
   }
-  fail = Outcome::failure("invalid",
+  fail = Outcome::failure(ErrorClass::kInvalid,
                           what + ": authentication as \"" + t.user + "\" refused (" + tried + ")");
   return false;
 }
@@ -333,7 +341,7 @@ std::unique_ptr<Conn> connect(const Target& t, const Context& ctx, const std::st
     auto c = std::make_unique<Conn>();
     c->s = ssh_new();
     if (c->s == nullptr) {
-      fail = Outcome::failure("failed", what + ": out of memory");
+      fail = Outcome::failure(ErrorClass::kFailed, what + ": out of memory");
       return nullptr;
     }
     auto left = std::chrono::duration_cast<milliseconds>(ctx.deadline - Clock::now()).count();
@@ -358,9 +366,9 @@ std::unique_ptr<Conn> connect(const Target& t, const Context& ctx, const std::st
     if (cancelled || !retryable_connect(err) || Clock::now() + backoff >= until) {
       bool out_of_time = Clock::now() + backoff >= ctx.deadline;
       fail = Outcome::failure(
-          out_of_time              ? "timeout"
-          : retryable_connect(err) ? "transient"
-                                   : "failed",
+          out_of_time              ? ErrorClass::kTimeout
+          : retryable_connect(err) ? ErrorClass::kTransient
+                                   : ErrorClass::kFailed,
           what + ": cannot connect: " + err + " (" + std::to_string(attempts) + " attempt" +
               (attempts == 1 ? "" : "s") + " in " +
               std::to_string(
@@ -446,7 +454,8 @@ class Lease {
 
 struct ExecResult {
   bool ok = false;  // the command ran (whatever its exit status)
-  std::string error_class, error;
+  ErrorClass error_class = ErrorClass::kFailed;
+  std::string error;
   int exit_code = -1;
   std::string out, err;
   bool truncated = false;
@@ -483,7 +492,7 @@ ExecResult run_command(Lease& lease, const std::string& command, const std::stri
       *channel_failed = true;
     lease.channel_failed();
     lease.broken();
-    r.error_class = "transient";
+    r.error_class = ErrorClass::kTransient;
     r.error = std::string("cannot open a session channel: ") + ssh_get_error(s);
     return r;
   }
@@ -494,7 +503,7 @@ ExecResult run_command(Lease& lease, const std::string& command, const std::stri
     ssh_channel_free(ch);
   };
   if (ssh_channel_request_exec(ch, command.c_str()) != SSH_OK) {
-    r.error_class = "transient";
+    r.error_class = ErrorClass::kTransient;
     r.error = std::string("exec request refused: ") + ssh_get_error(s);
     lease.broken();
     cleanup(false);
@@ -514,7 +523,7 @@ ExecResult run_command(Lease& lease, const std::string& command, const std::stri
   char buf[16384];
   for (;;) {
     if (Clock::now() >= ctx.deadline || (ctx.cancelled != nullptr && ctx.cancelled->load())) {
-      r.error_class = "timeout";
+      r.error_class = ErrorClass::kTimeout;
       r.error = "the command did not finish within the state's timeout (killed)";
       lease.broken();
       cleanup(true);
@@ -527,7 +536,7 @@ ExecResult run_command(Lease& lease, const std::string& command, const std::stri
     while ((m = ssh_channel_read_nonblocking(ch, buf, sizeof buf, 1)) > 0)
       err.add(buf, static_cast<size_t>(m));
     if (n == SSH_ERROR || m == SSH_ERROR) {
-      r.error_class = "transient";
+      r.error_class = ErrorClass::kTransient;
       r.error = std::string("the connection broke while the command ran: ") + ssh_get_error(s);
       lease.broken();
       cleanup(false);
@@ -542,7 +551,7 @@ ExecResult run_command(Lease& lease, const std::string& command, const std::stri
   r.exit_code = ssh_channel_get_exit_status(ch);
   cleanup(false);
   if (r.exit_code < 0) {
-    r.error_class = "transient";
+    r.error_class = ErrorClass::kTransient;
     r.error = "the command ended without an exit status (the connection closed?)";
     lease.broken();
     return r;
@@ -719,8 +728,9 @@ Outcome sftp_failure(Lease& lease, sftp_session sftp, const std::string& what) {
               ssh_channel_is_open(sftp->channel) == 0;
   if (lost) {
     lease.broken();
-    return Outcome::failure("transient", what + " failed: the connection was lost (" +
-                                             std::string(ssh_get_error(lease.session())) + ")");
+    return Outcome::failure(ErrorClass::kTransient,
+                            what + " failed: the connection was lost (" +
+                                std::string(ssh_get_error(lease.session())) + ")");
   }
   static const char* const kNames[] = {"ok",
                                        "end of file",
@@ -739,7 +749,7 @@ Outcome sftp_failure(Lease& lease, sftp_session sftp, const std::string& what) {
   std::string name = st >= 0 && st < static_cast<int>(std::size(kNames))
                          ? kNames[st]
                          : "SFTP status " + std::to_string(st);
-  return Outcome::failure("failed", what + " failed: " + name);
+  return Outcome::failure(ErrorClass::kFailed, what + " failed: " + name);
 }
 
 class SshAction : public Action {
@@ -755,7 +765,7 @@ class SshAction : public Action {
     // otherwise delay an answer that cannot change).
     std::string wrong = precheck(in);
     if (!wrong.empty())
-      return Outcome::failure("invalid", what + ": " + wrong);
+      return Outcome::failure(ErrorClass::kInvalid, what + ": " + wrong);
     Lease lease(t, ctx, what);
     if (!lease.open(fail))
       return fail;
@@ -797,18 +807,19 @@ class SshExec final : public SshAction {
                const std::string& what) const override {
     std::string cmd = str_in(in, "command");
     if (cmd.empty())
-      return Outcome::failure("invalid", what + ": \"command\" is empty");
+      return Outcome::failure(ErrorClass::kInvalid, what + ": \"command\" is empty");
     json::object env;
     if (const json::value* e = in.if_contains("env"); e != nullptr && e->is_object())
       env = e->get_object();
     for (const auto& kv : env) {
       if (!valid_env_name(kv.key()))
-        return Outcome::failure("invalid", what + ": env name \"" + std::string(kv.key()) +
-                                               "\" is not a shell variable name");
+        return Outcome::failure(
+            ErrorClass::kInvalid,
+            what + ": env name \"" + std::string(kv.key()) + "\" is not a shell variable name");
       if (kv.value().is_string() &&
           std::string_view(kv.value().get_string()).find('\0') != std::string_view::npos)
-        return Outcome::failure("invalid", what + ": env " + std::string(kv.key()) +
-                                               ": a variable cannot hold a NUL byte");
+        return Outcome::failure(ErrorClass::kInvalid, what + ": env " + std::string(kv.key()) +
+                                                          ": a variable cannot hold a NUL byte");
     }
     bool sudo = bool_in(in, "sudo");
     std::string sudo_password = str_in(in, "sudo_password");
@@ -816,14 +827,14 @@ class SshExec final : public SshAction {
     if (const json::value* p = in.if_contains("parse"); p != nullptr && p->is_object()) {
       for (const auto& kv : p->get_object()) {
         if (!kv.value().is_string())
-          return Outcome::failure("invalid", what + ": parse." + std::string(kv.key()) +
-                                                 " must be a regular expression");
+          return Outcome::failure(ErrorClass::kInvalid, what + ": parse." + std::string(kv.key()) +
+                                                            " must be a regular expression");
         try {
           parsers.emplace_back(
               std::string(kv.key()),
               std::regex(std::string(kv.value().get_string()), std::regex::ECMAScript));
         } catch (const std::regex_error& e) {
-          return Outcome::failure("invalid",
+          return Outcome::failure(ErrorClass::kInvalid,
                                   what + ": parse." + std::string(kv.key()) + ": " + e.what());
         }
       }
@@ -845,17 +856,20 @@ class SshExec final : public SshAction {
     }
     if (std::find(codes.begin(), codes.end(), r.exit_code) == codes.end()) {
       std::string tail = last_line(r.err.empty() ? r.out : r.err);
-      return Outcome::failure("failed", what + ": exit status " + std::to_string(r.exit_code) +
-                                            (tail.empty() ? "" : ": " + tail));
+      return Outcome::failure(ErrorClass::kFailed, what + ": exit status " +
+                                                       std::to_string(r.exit_code) +
+                                                       (tail.empty() ? "" : ": " + tail));
     }
     if (bool_in(in, "stderr_must_be_empty") &&
         r.err.find_first_not_of(" \t\r\n") != std::string::npos)
-      return Outcome::failure("failed", what + ": stderr is not empty: " + last_line(r.err));
+      return Outcome::failure(ErrorClass::kFailed,
+                              what + ": stderr is not empty: " + last_line(r.err));
     json::object values;
     for (const auto& [name, re] : parsers) {
       std::smatch m;
       if (!std::regex_search(r.out, m, re))
-        return Outcome::failure("failed", what + ": the output has no match for parse." + name);
+        return Outcome::failure(ErrorClass::kFailed,
+                                what + ": the output has no match for parse." + name);
       values[name] = m.size() > 1 ? m[1].str() : m[0].str();
     }
     return Outcome::success(json::object{{"exit_code", r.exit_code},
@@ -909,7 +923,7 @@ class SshPut final : public SshAction {
     std::string why;
     std::string path = normal_remote_path(str_in(in, "path"), why);
     if (path.empty())
-      return Outcome::failure("invalid", what + ": " + why);
+      return Outcome::failure(ErrorClass::kInvalid, what + ": " + why);
     std::string data;
     int given = 0;
     if (in.contains("content")) {
@@ -924,20 +938,22 @@ class SshPut final : public SshAction {
     if (!source.empty()) {
       ++given;
       if (!ctx.package_file)
-        return Outcome::failure("invalid", what + ": no package to read \"" + source + "\" from");
+        return Outcome::failure(ErrorClass::kInvalid,
+                                what + ": no package to read \"" + source + "\" from");
       auto f = ctx.package_file(source);
       if (!f.ok())
-        return Outcome::failure("invalid", what + ": " + f.status().message());
+        return Outcome::failure(ErrorClass::kInvalid, what + ": " + f.status().message());
       data = std::move(f).value();
     }
     if (given != 1)
-      return Outcome::failure("invalid",
+      return Outcome::failure(ErrorClass::kInvalid,
                               what + ": give one of \"content\", \"secret_content\", \"source\"");
     std::string mode_s = str_in(in, "mode", "0644");
     char* end = nullptr;
     long mode = std::strtol(mode_s.c_str(), &end, 8);
     if (end == mode_s.c_str() || *end != '\0' || mode < 0 || mode > 07777)
-      return Outcome::failure("invalid", what + ": mode \"" + mode_s + "\" is not octal");
+      return Outcome::failure(ErrorClass::kInvalid,
+                              what + ": mode \"" + mode_s + "\" is not octal");
     bool sudo = bool_in(in, "sudo");
     std::string sudo_password = str_in(in, "sudo_password");
     std::string sha = base::digest_hex(base::DigestAlgorithm::kSha256, data);
@@ -954,7 +970,8 @@ class SshPut final : public SshAction {
       if (!r.ok)
         return Outcome::failure(r.error_class, what_path + ": " + r.error);
       if (r.exit_code != 0)
-        return Outcome::failure("failed", what_path + ": " + step + ": " + last_line(r.err));
+        return Outcome::failure(ErrorClass::kFailed,
+                                what_path + ": " + step + ": " + last_line(r.err));
       out = first_word(r.out);
       return Outcome::success(nullptr);
     };
@@ -984,10 +1001,11 @@ class SshPut final : public SshAction {
       if (!f.ok)
         return f;
       if (verify && after != sha)
-        return Outcome::failure("failed", what_path +
-                                              ": verification failed: the remote file's "
-                                              "SHA-256 is " +
-                                              (after.empty() ? "missing" : after) + ", not " + sha);
+        return Outcome::failure(ErrorClass::kFailed, what_path +
+                                                         ": verification failed: the remote file's "
+                                                         "SHA-256 is " +
+                                                         (after.empty() ? "missing" : after) +
+                                                         ", not " + sha);
     } else {
       std::string ignored;
       f = run_sha("chmod " + mode_s + " -- " + quote(path), "chmod", ignored);
@@ -1007,7 +1025,7 @@ class SshPut final : public SshAction {
     if (sftp.get() == nullptr) {
       lease.channel_failed();
       lease.broken();
-      return Outcome::failure("transient",
+      return Outcome::failure(ErrorClass::kTransient,
                               what + ": cannot start SFTP: " + ssh_get_error(lease.session()));
     }
     sftp_file f = sftp_open(sftp.get(), remote.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
@@ -1018,20 +1036,20 @@ class SshPut final : public SshAction {
     while (off < data.size()) {
       if (Clock::now() >= ctx.deadline) {
         sftp_close(f);
-        return Outcome::failure("timeout", what + ": the upload did not finish in time");
+        return Outcome::failure(ErrorClass::kTimeout, what + ": the upload did not finish in time");
       }
       size_t n = std::min<size_t>(data.size() - off, 32768);
       ssize_t w = sftp_write(f, data.data() + off, n);
       if (w <= 0) {
         sftp_close(f);
         lease.broken();
-        return Outcome::failure("transient",
+        return Outcome::failure(ErrorClass::kTransient,
                                 what + ": SFTP write failed at byte " + std::to_string(off));
       }
       off += static_cast<size_t>(w);
     }
     if (sftp_close(f) != SSH_OK)
-      return Outcome::failure("transient", what + ": SFTP close failed");
+      return Outcome::failure(ErrorClass::kTransient, what + ": SFTP close failed");
     return Outcome::success(nullptr);
   }
 };
@@ -1047,7 +1065,7 @@ class SshGet final : public SshAction {
     std::string why;
     std::string path = normal_remote_path(str_in(in, "path"), why);
     if (path.empty())
-      return Outcome::failure("invalid", what + ": " + why);
+      return Outcome::failure(ErrorClass::kInvalid, what + ": " + why);
     size_t max = static_cast<size_t>(std::max<int64_t>(1, int_in(in, "max_bytes", kDefaultMaxGet)));
     std::string what_path = what + ": " + path;
     std::string data;
@@ -1057,14 +1075,14 @@ class SshGet final : public SshAction {
       if (!r.ok)
         return Outcome::failure(r.error_class, what_path + ": " + r.error);
       if (r.exit_code != 0)
-        return Outcome::failure("failed", what_path + ": " + last_line(r.err));
+        return Outcome::failure(ErrorClass::kFailed, what_path + ": " + last_line(r.err));
       data = std::move(r.out);
     } else {
       Sftp sftp(lease.session());
       if (sftp.get() == nullptr) {
         lease.channel_failed();
         lease.broken();
-        return Outcome::failure("transient",
+        return Outcome::failure(ErrorClass::kTransient,
                                 what + ": cannot start SFTP: " + ssh_get_error(lease.session()));
       }
       sftp_file f = sftp_open(sftp.get(), path.c_str(), O_RDONLY, 0);
@@ -1074,12 +1092,13 @@ class SshGet final : public SshAction {
       for (;;) {
         if (Clock::now() >= ctx.deadline) {
           sftp_close(f);
-          return Outcome::failure("timeout", what_path + ": the download did not finish in time");
+          return Outcome::failure(ErrorClass::kTimeout,
+                                  what_path + ": the download did not finish in time");
         }
         ssize_t n = sftp_read(f, buf, sizeof buf);
         if (n < 0) {
           sftp_close(f);
-          return Outcome::failure("transient", what_path + ": SFTP read failed");
+          return Outcome::failure(ErrorClass::kTransient, what_path + ": SFTP read failed");
         }
         if (n == 0)
           break;
@@ -1090,7 +1109,7 @@ class SshGet final : public SshAction {
       sftp_close(f);
     }
     if (data.size() > max)
-      return Outcome::failure("invalid",
+      return Outcome::failure(ErrorClass::kInvalid,
                               what_path + ": larger than max_bytes (" + std::to_string(max) + ")");
     return Outcome::success(
         json::object{{"content", data},
@@ -1102,9 +1121,43 @@ class SshGet final : public SshAction {
 }  // namespace
 
 void add_ssh_actions(Registry& r) {
-  r.add("ssh.exec", std::make_shared<SshExec>());
-  r.add("ssh.put", std::make_shared<SshPut>());
-  r.add("ssh.get", std::make_shared<SshGet>());
+  // Every call names its target and how to trust it.
+  auto target = [](std::vector<std::string_view> more) {
+    std::vector<std::string_view> in = {"host: string",
+                                        "port?: integer",
+                                        "username: string",
+                                        "password?: string",
+                                        "private_key?: string",
+                                        "passphrase?: string",
+                                        "known_hosts?: string",
+                                        "host_key?: string",
+                                        "allow_changed_host_key?: boolean",
+                                        "connect_within?: integer"};
+    in.insert(in.end(), more.begin(), more.end());
+    return in;
+  };
+  r.add("ssh.exec",
+        Signature::of(
+            target({"command: string", "sudo?: boolean", "sudo_password?: string",
+                    "env?: map(string)", "stdin?: string", "success_codes?: list(integer)",
+                    "stderr_must_be_empty?: boolean", "max_output?: integer", "parse?: map(string)",
+                    "hide_output?: boolean", "secret_output?: boolean"}),
+            {"exit_code: integer", "stdout: string", "stderr: string", "truncated: boolean",
+             "duration_ms: integer", "values: map(string)", "host_key: string"}),
+        std::make_shared<SshExec>());
+  r.add("ssh.put",
+        Signature::of(target({"path: string", "content?: string", "secret_content?: string",
+                              "source?: string", "mode?: string", "sudo?: boolean",
+                              "sudo_password?: string", "verify?: boolean"}),
+                      {"path: string", "size: integer", "sha256: string", "changed: boolean",
+                       "host_key: string"}),
+        std::make_shared<SshPut>());
+  r.add("ssh.get",
+        Signature::of(
+            target({"path: string", "sudo?: boolean", "sudo_password?: string",
+                    "max_bytes?: integer", "hide_output?: boolean", "secret_output?: boolean"}),
+            {"content: string", "size: integer", "sha256: string", "host_key: string"}),
+        std::make_shared<SshGet>());
 }
 
 size_t ssh_pooled_sessions() {

@@ -7,8 +7,6 @@
 
 namespace actions {
 
-void add_ssh_actions(Registry& r);
-
 // The pool of idle sessions (tests: a pooled session is reused; dropped on demand).
 size_t ssh_pooled_sessions();
 void ssh_drop_pooled_sessions();

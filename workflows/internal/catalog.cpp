@@ -434,7 +434,12 @@ std::string_view builtin_source(std::string_view operation) {
 }
 
 const std::vector<std::string>& error_classes() {
-  static const std::vector<std::string> kClasses = {"transient", "timeout", "failed", "invalid"};
+  static const std::vector<std::string> kClasses = [] {
+    std::vector<std::string> out;
+    for (base::ErrorClass c : base::kErrorClasses)
+      out.emplace_back(base::to_string(c));
+    return out;
+  }();
   return kClasses;
 }
 
