@@ -6,6 +6,9 @@
 set -uo pipefail
 v=$(realpath "$1")
 root=$(realpath "$2")
+# shellcheck source=tests/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+t_init engine_cli "$v"
 work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-engine-cli.XXXXXX")
 export VNFLOW_DB=$work/vnflow.db
 daemon_pid=
@@ -13,15 +16,8 @@ cleanup() {
   if [[ -n $daemon_pid ]]; then kill -9 "$daemon_pid" 2>/dev/null; wait "$daemon_pid" 2>/dev/null; fi
   rm -rf "$work"
 }
-trap cleanup EXIT
-passed=0; failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
-check() {  # check DESCRIPTION COMMAND...
-  local what=$1; shift
-  if "$@"; then ok; else bad "$what"; fi
-}
-state() { "$v" op show "$1" | awk '$1 == "state" {print $2}'; }
+state() { op_state "$1"; }
+gate_started() { [[ $(grep -c gate "$work/out/log") -gt $gates ]]; }  # a gate step more than $gates
 start_daemon() {
   "$v" daemon --workers 4 --work-dir "$work/wd" --poll-ms 10 2>>"$work/daemon.log" &
   daemon_pid=$!
@@ -78,7 +74,7 @@ req "$work/inst-long.json" ', "hold": 5'
 req "$work/inst-2s.json" ', "hold": 2'
 
 # --- onboarding
-p1=$("$v" package onboard "$pkg") && ok || bad "onboard"
+p1=$("$v" package onboard "$pkg") && ok "onboard" || bad "onboard"
 p2=$("$v" package onboard "$pkg")
 check "onboarding twice gives the same package" test "$p1" = "$p2"
 if "$v" package onboard "$root/tests/golden/bad/T0030-unknown-node-type" >/dev/null 2>"$work/err"; then
@@ -180,7 +176,7 @@ check "a FAILED operation refuses retry, saying why" grep -q 'is FAILED; this ne
 i3=$("$v" instance create --package "$p1")
 gates=$(grep -c gate "$work/out/log")
 o6=$("$v" instance instantiate "$i3" --request "$work/inst-long.json")
-for _ in $(seq 50); do [[ $(grep -c gate "$work/out/log") -gt $gates ]] && break; sleep 0.1; done
+wait_until 5 gate_started
 "$v" op cancel "$o6" >/dev/null
 "$v" op wait "$o6" --timeout 30 >/dev/null
 check "op cancel stops at the next transition (FAILED_TEMP)" test "$(state "$o6")" = FAILED_TEMP
@@ -207,7 +203,7 @@ touch "$work/out/open"
 i4=$("$v" instance create --package "$p1")
 gates=$(grep -c gate "$work/out/log")
 o7=$("$v" instance instantiate "$i4" --request "$work/inst-long.json")
-for _ in $(seq 50); do [[ $(grep -c gate "$work/out/log") -gt $gates ]] && break; sleep 0.1; done
+wait_until 5 gate_started
 kill -TERM "$daemon_pid"
 wait "$daemon_pid"
 check "SIGTERM drains and exits 0" test $? -eq 0
@@ -220,7 +216,7 @@ check "the operation completes after the restart" "$v" op wait "$o7" --timeout 3
 i5=$("$v" instance create --package "$p1")
 gates=$(grep -c gate "$work/out/log")
 o8=$("$v" instance instantiate "$i5" --request "$work/inst-2s.json")
-for _ in $(seq 50); do [[ $(grep -c gate "$work/out/log") -gt $gates ]] && break; sleep 0.1; done
+wait_until 5 gate_started
 kill -HUP "$daemon_pid"
 wait "$daemon_pid"
 check "SIGHUP drains and exits 0" test $? -eq 0
@@ -233,13 +229,14 @@ start_daemon
 i6=$("$v" instance create --package "$p1")
 gates=$(grep -c gate "$work/out/log")
 o9=$("$v" instance instantiate "$i6" --request "$work/inst-2s.json")
-for _ in $(seq 50); do [[ $(grep -c gate "$work/out/log") -gt $gates ]] && break; sleep 0.1; done
+wait_until 5 gate_started
 kill -KILL "$daemon_pid"; wait "$daemon_pid" 2>/dev/null
 start_daemon
 check "a restart right after SIGKILL succeeds" "$v" op wait "$o9" --timeout 30
 kill -TERM "$daemon_pid"; wait "$daemon_pid"; daemon_pid=
 # Deterministically: another process holds the database's flock for 1.5 s.
-held() { for _ in $(seq 50); do flock -n "$VNFLOW_DB" true || return 0; sleep 0.1; done; return 1; }
+locked() { ! flock -n "$VNFLOW_DB" true; }
+held() { wait_until 5 locked; }
 flock "$VNFLOW_DB" sleep 1.5 &
 holder=$!
 held
@@ -249,7 +246,7 @@ sleep 0.5
 check "a daemon does not start while the database's lock is held" \
   bash -c "! grep -q 'vnflow daemon on' '$work/held.log'"
 wait "$holder"
-for _ in $(seq 50); do grep -q 'vnflow daemon on' "$work/held.log" && break; sleep 0.1; done
+wait_until 5 grep -q 'vnflow daemon on' "$work/held.log"
 check "... and starts once it is released" grep -q 'vnflow daemon on' "$work/held.log"
 check "... still running" kill -0 "$daemon_pid"
 kill -TERM "$daemon_pid"; wait "$daemon_pid"; daemon_pid=
@@ -272,7 +269,7 @@ if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null; then
   as_nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$nb")
   "${as_nobody[@]}" "$v" daemon --db "$nb/v.db" --work-dir "$nb/wd" 2>"$work/nobody.log" &
   daemon_pid=$!
-  for _ in $(seq 50); do grep -q 'vnflow daemon on' "$work/nobody.log" && break; sleep 0.1; done
+  wait_until 5 grep -q 'vnflow daemon on' "$work/nobody.log"
   check "a daemon runs as nobody" grep -q '^Uid:[[:space:]]*65534' "/proc/$daemon_pid/status"
   check "... and is not dumpable (its /proc/<pid>/fd is root's, not nobody's)" \
     test "$(stat -c %U "/proc/$daemon_pid/fd")" = root
@@ -298,7 +295,7 @@ check "... whose secrets open (a second rotation reads them all)" test $? -eq 0
 check "... the secret is still not in the file" bash -c "! grep -aq kr-secret-pw '$kr/v.db'"
 "$v" daemon --db "$kr/v.db" 2>"$kr/daemon.log" &
 daemon_pid=$!
-for _ in $(seq 50); do grep -q 'vnflow daemon on' "$kr/daemon.log" && break; sleep 0.1; done
+wait_until 5 grep -q 'vnflow daemon on' "$kr/daemon.log"
 "$v" key rotate --db "$kr/v.db" 2>"$work/err"
 check "key rotate is refused while a daemon runs" test $? -eq 1
 check "... saying so" grep -q 'a daemon is running' "$work/err"
@@ -308,5 +305,4 @@ ln "$kr/v.db" "$kr/hard.db"
 check "a database with two hard links is refused" grep -q 'hard links' "$work/err"
 rm -f "$kr/hard.db"
 
-echo "engine cli: $passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+t_finish

@@ -15,6 +15,9 @@ vnflow=$(realpath "$1")
 root=$(realpath "$2")
 kills_wanted=${3:-50}
 instances=4
+# shellcheck source=tests/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+t_init crash "$vnflow"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-crash.XXXXXX")
 daemon_pid=
@@ -24,9 +27,9 @@ cleanup() {
   pkill -9 -f "$work/" 2>/dev/null || true
   rm -rf "$work"
 }
-trap cleanup EXIT
 export VNFLOW_DB=$work/vnflow.db
-fail() { echo "crash: FAIL: $*"; exit 1; }
+show_log() { echo "daemon log (tail):"; t_show "$work/daemon.log"; }
+T_ON_DIE=show_log
 
 # The package: local-demo with a longer instantiate_end of keyed effects.
 pkg=$work/pkg
@@ -84,7 +87,8 @@ LOOP
   echo "    succeed: true"
 } > "$pkg/Workflows/instantiate_end.yaml"
 (cd "$root" && bash tools/csar-manifest.sh "$pkg" local-demo.mf vnflow "Local demo" 1.0 >/dev/null)
-"$vnflow" workflow check "$pkg" >/dev/null || fail "the test package does not compile"
+"$vnflow" workflow check "$pkg" >/dev/null || die "the test package does not compile"
+ok "the test package compiles"
 
 cat > "$work/instantiate.json" <<EOF
 {"flavourId": "simple", "additionalParams": {"work_dir": "$work/vnfs", "nodes": ["n0", "n1", "n2"],
@@ -104,8 +108,6 @@ for ((i = 0; i < instances; i++)); do
   echo "${last[i]}" >> "$work/instantiate-ops"
 done
 
-op_state() { "$vnflow" op show "$1" | awk '$1 == "state" {print $2}'; }
-
 # Queues the next operation of every instance whose last one finished.
 feed() {
   for ((i = 0; i < instances; i++)); do
@@ -122,7 +124,7 @@ feed() {
           next_op[i]=terminate
         fi
         ;;
-      FAILED_TEMP | FAILED | ROLLED_BACK) fail "operation ${last[i]} ended $s: $("$vnflow" op show "${last[i]}")" ;;
+      FAILED_TEMP | FAILED | ROLLED_BACK) die "operation ${last[i]} ended $s: $("$vnflow" op show "${last[i]}")" ;;
     esac
   done
 }
@@ -130,7 +132,7 @@ feed() {
 kills=0
 deadline=$((SECONDS + 180))
 while ((kills < kills_wanted)); do
-  ((SECONDS < deadline)) || fail "only $kills kills in 180 s"
+  ((SECONDS < deadline)) || die "only $kills kills in 180 s"
   "$vnflow" daemon --workers 4 --work-dir "$work/wd" --poll-ms 10 --max-redispatch 1000 2>>"$work/daemon.log" &
   daemon_pid=$!
   sleep "$(printf '0.%03d' $(( 20 + $(od -An -N2 -tu2 /dev/urandom) % 280 )))"
@@ -140,39 +142,45 @@ while ((kills < kills_wanted)); do
   kills=$((kills + 1))
   feed
 done
+ok "$kills kills of the daemon"
 
 # Let everything finish.
 "$vnflow" daemon --workers 4 --work-dir "$work/wd" --poll-ms 10 --max-redispatch 1000 2>>"$work/daemon.log" &
 daemon_pid=$!
 for ((i = 0; i < instances; i++)); do
-  "$vnflow" op wait "${last[i]}" --timeout 60 >/dev/null || fail "operation ${last[i]}: $("$vnflow" op show "${last[i]}")"
+  "$vnflow" op wait "${last[i]}" --timeout 60 >/dev/null || die "operation ${last[i]}: $("$vnflow" op show "${last[i]}")"
 done
 kill -TERM "$daemon_pid"
-wait "$daemon_pid" || fail "the daemon did not drain cleanly"
+wait "$daemon_pid" || die "the daemon did not drain cleanly"
 daemon_pid=
+ok "the last daemon finished every operation and drained"
 
 # Every operation COMPLETED.
-bad=$("$vnflow" op list --limit 100000 | awk '$3 != "COMPLETED"')
-[[ -z $bad ]] || fail "operations not COMPLETED: $bad"
+unfinished=$("$vnflow" op list --limit 100000 | awk '$3 != "COMPLETED"')
+[[ -z $unfinished ]] || die "operations not COMPLETED: $unfinished"
 ops=$("$vnflow" op list --limit 100000 | wc -l)
+ok "all $ops operations COMPLETED"
 
 # Every keyed effect once, under one key, none skipped.
 dups=$(sort "$work/effects.log" | uniq -d)
-[[ -z $dups ]] || fail "effects applied twice: $dups"
+[[ -z $dups ]] || die "effects applied twice: $dups"
+ok "no effect applied twice"
 units=(a "b[0]" "b[1]" "b[2]" c "d[0]" "d[1]" "d[2]" e)
 checked=0
 while read -r op; do
   for u in "${units[@]}"; do
     n=$(grep -cF "$op/instantiate_end.$u/" "$work/effects.log" || true)
-    [[ $n -eq 1 ]] || fail "operation $op step $u has $n keyed effects (want 1): $(grep -F "$op/instantiate_end.$u/" "$work/effects.log" | tr '\n' ' ')"
+    [[ $n -eq 1 ]] || die "operation $op step $u has $n keyed effects (want 1): $(grep -F "$op/instantiate_end.$u/" "$work/effects.log" | tr '\n' ' ')"
     checked=$((checked + 1))
   done
   # The loop: three passes, three keys, each applied once.
   n=$(grep -cF "$op/instantiate_end.poll" "$work/effects.log" || true)
-  [[ $n -eq 3 ]] || fail "operation $op: the poll loop has $n keyed effects (want 3, one per pass)"
+  [[ $n -eq 3 ]] || die "operation $op: the poll loop has $n keyed effects (want 3, one per pass)"
   checked=$((checked + 1))
 done < "$work/instantiate-ops"
+ok "$checked keyed steps each applied once under one key"
 runs=$(wc -l < "$work/runs.log")
 effects=$(wc -l < "$work/effects.log")
 redispatched=$((runs - effects))
 echo "crash: $kills kills, $ops ops, all COMPLETED, $checked keyed steps each applied once, $redispatched re-dispatches observed"
+t_finish

@@ -16,6 +16,9 @@
 set -euo pipefail
 vnflow=$(realpath "$1")
 root=$(realpath "$2")
+# shellcheck source=tests/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+t_init hostile "$vnflow"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-hostile.XXXXXX")
 chmod 700 "$work"
@@ -27,13 +30,10 @@ cleanup() {
   if [[ -n $mounted ]]; then umount "$mounted" 2>/dev/null || true; fi
   if [[ -n ${KEEP:-} ]]; then echo "kept $work"; else rm -rf "$work"; fi
 }
-trap cleanup EXIT
 export VNFLOW_DB=$work/db/vnflow.db
 mkdir -p -m 700 "$work/db" "$work/out"
-passed=0; failed=0
-ok() { passed=$((passed + 1)); echo "hostile: ok: $*"; }
-bad() { failed=$((failed + 1)); echo "hostile: FAIL: $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+show_log() { echo "--- daemon log (tail)"; t_show "$work/daemon.log" 40; }
+T_ON_DIE=show_log
 
 # The package: local-demo whose instantiate_end runs two scripts from the request, the first
 # one optionally a secret output that the second one receives.
@@ -76,19 +76,16 @@ start_daemon() {
   "$vnflow" daemon --workers 4 --poll-ms 10 "$@" 2>>"$work/daemon.log" &
   daemon_pid=$!
   echo "$daemon_pid" > "$work/daemon.pid"
-  for _ in $(seq 100); do
-    (($(grep -c "vnflow daemon on" "$work/daemon.log" 2>/dev/null || true) > ${before:-0})) && return 0
-    sleep 0.05
-  done
+  wait_until 5 started_since "${before:-0}" || true
 }
+started_since() { (($(grep -c "vnflow daemon on" "$work/daemon.log" 2>/dev/null || true) > $1)); }
 stop_daemon() {
   [[ -n $daemon_pid ]] || return 0
   kill -TERM "$daemon_pid" 2>/dev/null || true
   wait "$daemon_pid" 2>/dev/null || true
   daemon_pid=
 }
-op_state() { "$vnflow" op show "$1" | awk '$1 == "state" {print $2}'; }
-op_wait() { "$vnflow" op wait "$1" --timeout "${2:-30}" >/dev/null 2>&1 || true; op_state "$1"; }
+op_wait() { wait_op "$1" "${2:-30}" || true; op_state "$1"; }  # op_wait OP [SECS]: its state then
 # run_op NAME JSON_ADDITIONAL_PARAMS: a new instance instantiated with those parameters.
 run_op() {
   local inst
@@ -149,7 +146,7 @@ check "snooping: the daemon's OS_PASSWORD is not in the hook's environment" \
 check "snooping: no VNFLOW_DB in the hook's environment" bash -c "! grep -q '^VNFLOW_DB=' '$work/out/env.txt'"
 check "snooping: the hook's PATH is the documented one" grep -qx 'PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin' "$work/out/env.txt"
 check "snooping: the database and key read as empty" bash -c "awk '\$2 != 0 {bad=1} END {exit bad}' '$work/out/files.txt'"
-[[ $failed -eq 0 ]] || cat "$work/out/files.txt"
+[[ $T_FAILED -eq 0 ]] || t_show "$work/out/files.txt"
 
 # --- secret [8]: a secret output reaches the next state and no view or file.
 op=$(run_op secret '"secret": true, "script1": "echo the-output-secret-$((8800 + 12))", "script2": "printf %s \"$PREV\" > $OUT/prev.txt; echo \"got $PREV\" >&2; exit 3"')
@@ -177,7 +174,7 @@ check "sigterm: op fail --force ends the interrupted operation" \
 # --- orphans [5]: SIGKILL mid-hook; the restarted daemon's copy never overlaps the old one.
 start_daemon
 op=$(run_op orphans "\"script1\": \"exec 9>>\$OUT/orphan.lock; flock -n 9 || echo OVERLAP >> \$OUT/orphans.log; echo start >> \$OUT/orphans.log; exec sleep 2.3456\"")
-for _ in $(seq 100); do grep -q start "$work/out/orphans.log" 2>/dev/null && break; sleep 0.05; done
+wait_until 5 grep -qs start "$work/out/orphans.log" || true
 kill -9 "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true
 start_daemon
 check "orphans: the restart is accepted at once" alive "$daemon_pid"
@@ -242,8 +239,4 @@ else
   echo "hostile: diskfull skipped (needs root for a tmpfs)"
 fi
 
-echo "hostile hooks: $passed passed, $failed failed"
-if [[ $failed -ne 0 ]]; then
-  echo "--- daemon log (tail)"; tail -40 "$work/daemon.log"
-  exit 1
-fi
+t_finish

@@ -8,6 +8,9 @@
 set -uo pipefail
 v=$(realpath "$1")
 root=$(realpath "$2")
+# shellcheck source=tests/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"
+t_init local_demo_hostile "$v"
 work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-hostile.XXXXXX")
 export VNFLOW_DB=$work/vnflow.db
 daemon_pid=
@@ -18,19 +21,14 @@ cleanup() {
   fi
   rm -rf "$work"
 }
-trap cleanup EXIT
-passed=0 failed=0
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*"
+show_details() {
+  echo "--- op show"
+  t_show "$work/show.txt" 40
+  echo "--- daemon log (tail)"
+  t_show "$work/daemon.log"
 }
-check() { # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then ok; else bad "$what"; fi
-}
-state() { "$v" op show "$1" | awk '$1 == "state" {print $2}'; }
+T_ON_DIE=show_details
+state() { op_state "$1"; }
 
 # The victim: a file beside the VNFs' work directory, where "../../victim" leads from
 # <work_dir>/<instance id>/.
@@ -78,11 +76,4 @@ warned=$("$v" package onboard "$work/warned" 2>"$work/warned.err")
 check "a package with a W0043 warning onboards" test -n "$warned"
 check "... and the warning is shown" grep -q 'warning: .*\[W0043\]' "$work/warned.err"
 
-if ((failed > 0)); then
-  echo "--- op show"
-  cat "$work/show.txt"
-  echo "--- daemon log (tail)"
-  tail -20 "$work/daemon.log"
-fi
-echo "local_demo_hostile: $passed passed, $failed failed"
-((failed == 0))
+t_finish

@@ -1,0 +1,200 @@
+# tests/lib.sh: the one harness of the shell test suites (sourced, never run).
+#
+#   source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+#   t_init SUITE [VNFLOW_BINARY]    counters, a scratch folder $T_DIR, the EXIT trap
+#   ... checks ...
+#   t_finish                        prints "SUITE: N passed, M failed"; exit 0 only when
+#                                   nothing failed and something was checked
+#
+# A script that needs cleaning up defines cleanup(); the EXIT trap set by t_init calls it
+# (on every exit: t_finish, die, set -e, a signal; the exit status is in $T_RC) and then
+# removes $T_DIR. Scripts do not set an EXIT trap of their own.
+#
+# Checks (each one counted; the message and any output shown go through t_printable):
+#   ok WHAT                   a passed check ("ok   WHAT")
+#   bad WHAT                  a failed check ("FAIL WHAT")
+#   check WHAT CMD...         CMD exits 0; its output is kept in $T_DIR/check.out and shown
+#                             (the last lines, escaped) when it does not
+#   check_not WHAT CMD...     CMD exits non-zero
+#   check_exit WHAT STATUS CMD...
+#                             CMD exits STATUS; its stdout and stderr stay in $T_OUT and
+#                             $T_ERR for the checks after it (stderr shown on a failure)
+#   has WHAT FILE GREP_ARGS...    grep -q GREP_ARGS FILE finds something
+#   hasnt WHAT FILE GREP_ARGS...  it finds nothing
+#   die WHAT                  a failure that ends the suite: T_ON_DIE (a command, e.g. one
+#                             that shows the daemon's log) runs, then the summary, exit 1
+# With T_STOP_ON_FAIL=1 every failed check is a die (for suites whose later checks make no
+# sense once one failed).
+#
+# Output:
+#   t_printable               stdin to stdout with control characters escaped: C0 (but
+#                             newline and tab) and DEL as \xHH, C1 as \u00HH, bytes that are
+#                             not UTF-8 as \xHH; nothing a terminal acts on gets through
+#   t_show FILE [LINES]       the last LINES (20) lines of FILE, escaped, indented "  | "
+#   t_say MSG                 a progress line ("== MSG")
+#
+# Waits: each is bounded and returns 1 when its time is up; none waits forever.
+#   wait_until SECS CMD...            CMD every 0.1 s until it exits 0
+#   op_state OP                       the operation's state (vnflow op show)
+#   wait_op OP [SECS]                 vnflow op wait OP: its exit status (0 COMPLETED)
+#   wait_state OP STATE [SECS]        until op_state is STATE
+#   wait_dispatched OP STATE [SECS]   until op history shows STATE dispatched
+# SECS defaults to $T_WAIT_SECS (60; suites against a real cloud set more).
+# They run $T_VNFLOW (t_init's second argument) with the environment's VNFLOW_DB.
+
+t_init() {  # t_init SUITE [VNFLOW_BINARY]
+  T_SUITE=$1
+  T_VNFLOW=${2:-${T_VNFLOW:-vnflow}}
+  T_PASSED=0
+  T_FAILED=0
+  T_ON_DIE=${T_ON_DIE:-}
+  T_STOP_ON_FAIL=${T_STOP_ON_FAIL:-0}
+  T_WAIT_SECS=${T_WAIT_SECS:-60}
+  T_DIR=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-$T_SUITE.XXXXXX")
+  T_OUT=$T_DIR/out
+  T_ERR=$T_DIR/err
+  : >"$T_OUT"
+  : >"$T_ERR"
+  trap t_exit EXIT
+}
+
+t_exit() {
+  local rc=$?
+  T_RC=$rc
+  trap - EXIT
+  set +e
+  if declare -F cleanup >/dev/null; then cleanup; fi
+  rm -rf "$T_DIR"
+  exit "$rc"
+}
+
+t_printable() {
+  LC_ALL=C perl -pe '
+    s{([\x00-\x08\x0b-\x1f\x7f])|\xc2([\x80-\x9f])|
+      ([\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3})|([\x80-\xff])}
+     {defined $1 ? sprintf("\\x%02x", ord $1) : defined $2 ? sprintf("\\u%04x", ord $2)
+      : defined $3 ? $3 : sprintf("\\x%02x", ord $4)}gex'
+}
+
+t_show() {  # t_show FILE [LINES]
+  [[ -f $1 ]] || return 0
+  tail -n "${2:-20}" "$1" | t_printable | sed 's/^/  | /'
+}
+
+t_say() { printf '== %s\n' "$*" | t_printable; }
+
+ok() {
+  T_PASSED=$((T_PASSED + 1))
+  printf 'ok   %s\n' "$*" | t_printable
+}
+
+bad() {
+  T_FAILED=$((T_FAILED + 1))
+  printf 'FAIL %s\n' "$*" | t_printable
+  if [[ $T_STOP_ON_FAIL == 1 ]]; then
+    T_FAILED=$((T_FAILED - 1))
+    die "$*"
+  fi
+  return 0
+}
+
+check() {  # check WHAT CMD...
+  local what=$1
+  shift
+  if "$@" >"$T_DIR/check.out" 2>&1; then
+    ok "$what"
+  else
+    bad "$what"
+    t_show "$T_DIR/check.out" 10
+  fi
+}
+
+check_not() {  # check_not WHAT CMD...
+  local what=$1
+  shift
+  if "$@" >"$T_DIR/check.out" 2>&1; then
+    bad "$what (it succeeded)"
+    t_show "$T_DIR/check.out" 10
+  else
+    ok "$what"
+  fi
+}
+
+check_exit() {  # check_exit WHAT STATUS CMD...
+  local what=$1 want=$2 got=0
+  shift 2
+  "$@" >"$T_OUT" 2>"$T_ERR" || got=$?
+  if [[ $got -eq $want ]]; then
+    ok "$what"
+  else
+    bad "$what: exit $got, expected $want"
+    t_show "$T_ERR"
+  fi
+}
+
+has() {  # has WHAT FILE GREP_ARGS...
+  local what=$1 file=$2
+  shift 2
+  if grep -q "$@" "$file"; then
+    ok "$what"
+  else
+    bad "$what: no \"$*\" in:"
+    t_show "$file" 10
+  fi
+}
+
+hasnt() {  # hasnt WHAT FILE GREP_ARGS...
+  local what=$1 file=$2
+  shift 2
+  if ! grep -q "$@" "$file"; then
+    ok "$what"
+  else
+    bad "$what: \"$*\" in:"
+    t_show "$file" 10
+  fi
+}
+
+die() {
+  T_FAILED=$((T_FAILED + 1))
+  printf 'FAIL %s\n' "$*" | t_printable
+  if [[ -n $T_ON_DIE ]]; then $T_ON_DIE || true; fi
+  t_summary
+  exit 1
+}
+
+t_summary() { echo "$T_SUITE: $T_PASSED passed, $T_FAILED failed"; }
+
+t_finish() {
+  t_summary
+  if [[ $T_FAILED -ne 0 ]]; then
+    if [[ -n $T_ON_DIE ]]; then $T_ON_DIE || true; fi
+    exit 1
+  fi
+  if [[ $T_PASSED -eq 0 ]]; then
+    echo "$T_SUITE: nothing was checked"
+    exit 1
+  fi
+  exit 0
+}
+
+wait_until() {  # wait_until SECS CMD...
+  local end=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    ((SECONDS < end)) || return 1
+    sleep 0.1
+  done
+}
+
+op_state() { "$T_VNFLOW" op show "$1" 2>/dev/null | awk '$1 == "state" {print $2}'; }
+
+wait_op() {  # wait_op OP [SECS]
+  local secs=${2:-$T_WAIT_SECS}
+  timeout "$((secs + 10))" "$T_VNFLOW" op wait "$1" --timeout "$secs" >/dev/null 2>&1
+}
+
+t_state_is() { [[ $(op_state "$1") == "$2" ]]; }
+wait_state() { wait_until "${3:-$T_WAIT_SECS}" t_state_is "$1" "$2"; }  # wait_state OP STATE [SECS]
+
+t_dispatched() { "$T_VNFLOW" op history "$1" 2>/dev/null | grep -q "dispatched $2"; }
+wait_dispatched() { wait_until "${3:-$T_WAIT_SECS}" t_dispatched "$1" "$2"; }  # wait_dispatched OP STATE [SECS]
