@@ -6,6 +6,7 @@
 #
 # Usage: bench/engine.sh [engine_bench options...]   (from anywhere)
 # Environment (all optional):
+#   BENCH_BUILD=DIR               the release build folder (default build-release)
 #   BENCH_DIR=/tmp/vnflow-bench   where the databases go (same disk as /work here)
 #   SWEEP=10,100,500              extra single-operation chain lengths (information only)
 #   CHECK_FLOORS=1                exit 3 if a floor check fails (default: report only)
@@ -21,25 +22,10 @@ CHECK_FLOORS=${CHECK_FLOORS:-0}
 
 log() { echo "== $*" >&2; }
 
-log "building the libraries (release: ninja -C build-release)"
+log "building bench/engine_bench (release, Meson: ninja -C build-release bench/engine_bench)"
 # shellcheck source=bench/release_build.sh
 source "$here/release_build.sh"
-release_build "$root"
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-engine-bench.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-
-# The release build's flags (-O3, NDEBUG) and the libraries of its link of engine/vnflow
-# (`ninja -C build-release -t commands engine/vnflow | tail -1`).
-log "compiling bench/engine_bench.cpp"
-g++ -std=c++20 -O3 -DNDEBUG -Wall -Wextra -pthread -I"$root" \
-  -DSPDLOG_SHARED_LIB -DSPDLOG_COMPILED_LIB -DSPDLOG_FMT_EXTERNAL -DBOOST_ALL_NO_LIB \
-  -o "$work/engine_bench" "$here/engine_bench.cpp" \
-  -Wl,--start-group "$build/engine/libengine.a" "$build/workflows/libworkflows.a" \
-  "$build/actions/libactions.a" "$build/tosca/libtosca.a" "$build/tosca/libtosca_yaml.a" \
-  "$build/base/libbase.a" -Wl,--end-group \
-  /usr/lib/x86_64-linux-gnu/libSQLiteCpp.a -lsqlite3 -lspdlog -lfmt -lyaml-cpp -lzip -lssl -lcrypto \
-  -lssh
+release_build "$root" bench/engine_bench
 
 mkdir -p "$BENCH_DIR"
 args=(--dir "$BENCH_DIR" --sweep "$SWEEP")
@@ -47,4 +33,4 @@ args=(--dir "$BENCH_DIR" --sweep "$SWEEP")
 echo "engine bench: $(date -u '+%Y-%m-%d %H:%M UTC'), tree $(git -C "$root" describe --always --dirty 2>/dev/null || echo '?')," \
   "$(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), dir $BENCH_DIR ($(df --output=source "$BENCH_DIR" | tail -1))"
 echo "$build_line"
-"$work/engine_bench" "${args[@]}" "$@"
+"$build/bench/engine_bench" "${args[@]}" "$@"

@@ -17,8 +17,8 @@
 // so their states call `local.exec`; the Registry given to the Engine maps "local.exec"
 // to a no-op that returns local.exec-shaped outputs at once. No process is spawned.
 //
-// Build (bench/engine.sh does this):
-//   g++ -std=c++20 -O2 -I. bench/engine_bench.cpp build/engine/libengine.a ... -lsqlite3
+// Build: a Meson target built only with -Dbench=true (bench/meson.build); bench/engine.sh
+// builds it in the release build: ninja -C build-release bench/engine_bench.
 // Usage: engine_bench [--dir DIR] [--raw-n N] [--chain K] [--ops P] [--op-states M]
 //                     [--resume R] [--sweep K1,K2,...]
 // Prints `name: value unit` lines and `floor ...: PASS|FAIL` lines; exit 0 (3 with
@@ -49,6 +49,8 @@
 #include "engine/engine.h"
 #include "engine/internal/cursor.h"
 #include "workflows/workflows.h"
+
+#include "tests/fakes/store_wrapper.h"
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
@@ -358,74 +360,18 @@ actions::Registry registry(std::atomic<uint64_t>* calls) {
 
 // Passes everything to the real store and times apply() (the writer thread's commits), so
 // the report can split a transition's time into "in SQLite" and "in the executor".
-class TimedStore : public engine::Store {
+class TimedStore : public vnflow_test::StoreWrapper {
  public:
-  explicit TimedStore(engine::Store& s) : s_(s) {}
+  explicit TimedStore(engine::Store& s) : StoreWrapper(s) {}
   std::atomic<uint64_t> apply_ns{0}, applies{0};
   base::Status apply(const std::vector<const engine::Batch*>& b) override {
     auto t0 = Clock::now();
-    base::Status st = s_.apply(b);
+    base::Status st = StoreWrapper::apply(b);
     apply_ns += static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
     applies++;
     return st;
   }
-  base::Result<engine::PackageRecord> put_package(const engine::PackageRecord& r,
-                                                  const std::string& b) override {
-    return s_.put_package(r, b);
-  }
-  base::Result<engine::PackageRecord> get_package(std::string_view id) override {
-    return s_.get_package(id);
-  }
-  base::Result<std::string> package_bytes(std::string_view id) override {
-    return s_.package_bytes(id);
-  }
-  base::Result<std::vector<engine::PackageRecord>> list_packages() override {
-    return s_.list_packages();
-  }
-  base::Status create_instance(const engine::InstanceRecord& r) override {
-    return s_.create_instance(r);
-  }
-  base::Result<engine::InstanceRecord> get_instance(std::string_view id) override {
-    return s_.get_instance(id);
-  }
-  base::Result<std::vector<engine::InstanceRecord>> list_instances() override {
-    return s_.list_instances();
-  }
-  base::Status delete_instance(std::string_view id) override { return s_.delete_instance(id); }
-  base::Status put_machine(const std::string& d, const std::string& b) override {
-    return s_.put_machine(d, b);
-  }
-  base::Result<std::string> get_machine(std::string_view d) override { return s_.get_machine(d); }
-  base::Status create_op(const engine::OpRecord& r) override { return s_.create_op(r); }
-  base::Result<engine::OpRecord> get_op(std::string_view id) override { return s_.get_op(id); }
-  base::Result<std::vector<engine::OpRecord>> list_ops(const engine::OpFilter& f) override {
-    return s_.list_ops(f);
-  }
-  base::Result<engine::OpRecord> transition(std::string_view id,
-                                            const std::vector<engine::OpState>& from,
-                                            engine::OpState to,
-                                            const std::optional<std::string>& e) override {
-    return s_.transition(id, from, to, e);
-  }
-  base::Status request_cancel(std::string_view id) override { return s_.request_cancel(id); }
-  base::Result<std::vector<engine::OpRecord>> runnable(bool all) override {
-    return s_.runnable(all);
-  }
-  base::Result<std::vector<std::string>> cancel_requests() override { return s_.cancel_requests(); }
-  base::Result<std::vector<engine::EventRecord>> history(std::string_view id) override {
-    return s_.history(id);
-  }
-  base::Result<boost::json::object> outputs(std::string_view id) override { return s_.outputs(id); }
-  base::Status put_vim(const engine::VimRecord& r) override { return s_.put_vim(r); }
-  base::Result<engine::VimRecord> get_vim(std::string_view id, bool secrets) override {
-    return s_.get_vim(id, secrets);
-  }
-  base::Result<std::vector<engine::VimRecord>> list_vims() override { return s_.list_vims(); }
-  base::Status delete_vim(std::string_view id) override { return s_.delete_vim(id); }
-
- private:
-  engine::Store& s_;
 };
 
 struct RunResult {

@@ -64,6 +64,7 @@ if [[ $quick != --quick ]]; then
   # What users, packagers and the benches build: -O3, NDEBUG.
   setup build-release --buildtype=release -Dwerror=true
   run_suites build-release unit golden
+  meson configure build-release -Dbench=true && ninja -C build-release benches  # bench programs: built, not run
   run_script deb bash tests/deb/deb_test.sh "$PWD"
 fi
 
