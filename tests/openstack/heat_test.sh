@@ -21,12 +21,15 @@
 set -euo pipefail
 vnflow=$(realpath "$1")
 root=$(realpath "$2")
+# shellcheck source=tests/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+T_WAIT_SECS=180  # a real Heat: operations take minutes
+t_init heat "$vnflow"
 work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-heat.XXXXXX")
 osdir=${VNFLOW_OPENSTACK_DIR:-$work/openstack}
 export KEYSTONE_PORT=${KEYSTONE_PORT:-15100} HEAT_PORT=${HEAT_PORT:-18104}
 proxy_port=${PROXY_PORT:-18105}
 daemon_pid= proxy_pid= kproxy_pid= tproxy_pid=
-checks=0 failed=0
 
 cleanup() {
   [[ -n $daemon_pid ]] && { kill -9 "$daemon_pid" 2>/dev/null || true; wait "$daemon_pid" 2>/dev/null || true; }
@@ -38,15 +41,11 @@ cleanup() {
   fi
   rm -rf "$work"
 }
-trap cleanup EXIT
-
-ok() { checks=$((checks + 1)); echo "ok   $*"; }
-bad() { checks=$((checks + 1)); failed=$((failed + 1)); echo "FAIL $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-die() { echo "heat: FAIL: $*"; [[ -f $work/daemon.log ]] && tail -30 "$work/daemon.log"; exit 1; }
+show_log() { echo "daemon log (tail):"; t_show "$work/daemon.log" 30; }
+T_ON_DIE=show_log
 
 echo "== starting Keystone + Heat in $osdir (ports $KEYSTONE_PORT, $HEAT_PORT)"
-bash "$root/tools/openstack/start.sh" "$osdir" >"$work/start.log" 2>&1 || { tail -40 "$work/start.log"; die "tools/openstack/start.sh failed"; }
+bash "$root/tools/openstack/start.sh" "$osdir" >"$work/start.log" 2>&1 || { t_show "$work/start.log" 40; die "tools/openstack/start.sh failed"; }
 # shellcheck disable=SC1091
 source "$osdir/openrc"
 PY=/usr/bin/python3
@@ -103,10 +102,6 @@ stop_daemon() {
   wait "$daemon_pid" 2>/dev/null || true
   daemon_pid=
 }
-wait_op() {  # wait_op OP [seconds] -> exit status of op wait
-  timeout "${2:-180}" "$vnflow" op wait "$1" >/dev/null 2>&1
-}
-op_state() { "$vnflow" op show "$1" --json | $PY -c 'import json,sys; print(json.load(sys.stdin)["operationState"])'; }
 
 echo "== register the VIM (Heat environment with the test doubles)"
 vim=$("$vnflow" vim register --name testcloud --from-env --heat-env "$root/tests/openstack/fake-env.yaml" --default)
@@ -231,13 +226,6 @@ instantiate_on() {  # instantiate_on VIM NAME -> "instance op"
   printf '{"flavourId":"simple","vimConnectionInfo":[{"id":"c1","vimId":"%s","vimType":"ETSINFV.OPENSTACK_KEYSTONE.V_3"}],"additionalParams":{"inventory_dir":"%s"},"extVirtualLinks":[]}\n' "$1" "$inv" >"$work/inst_$2.json"
   echo "$i $("$vnflow" instance instantiate "$i" --request "$work/inst_$2.json")"
 }
-wait_dispatched() {  # wait_dispatched OP STATE: until the history shows STATE dispatched (<= 20 s)
-  for _ in $(seq 1 200); do
-    "$vnflow" op history "$1" 2>/dev/null | grep -q "dispatched $2" && return 0
-    sleep 0.1
-  done
-  return 1
-}
 kproxy_port=${KPROXY_PORT:-15105}
 $PY "$root/tools/openstack/faultproxy.py" --listen "$kproxy_port" --upstream "$KEYSTONE_PORT" --control-file "$work/kproxy.ctl" \
   --lifetime 900 --log-file "$work/kproxy.log" >/dev/null 2>&1 &
@@ -250,7 +238,7 @@ start_daemon
 
 echo "== fault: Heat killed (SIGKILL) in the middle of a wait, then started again"
 read -r inst4 op < <(instantiate_on slow heatkill)
-wait_dispatched "$op" instantiate.wait_create || bad "wait_create was never dispatched"
+wait_dispatched "$op" instantiate.wait_create 20 || bad "wait_create was never dispatched"
 sleep 1
 kill -9 "$(cat "$osdir/run/heat.pid")"
 sleep 2
@@ -322,5 +310,4 @@ check "Heat: no stack left for it" test "$(live_stacks "vnflow-$inst5")" = 0
 kill "$kproxy_pid" 2>/dev/null || true
 
 echo
-echo "heat: $checks checks, $failed failed"
-[[ $failed == 0 ]]
+t_finish
