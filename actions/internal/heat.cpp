@@ -115,7 +115,16 @@ class HeatAction : public Action {
     Outcome fail;
     if (!open_vim(*client_, in, ctx, name_, t, fail))
       return fail;
-    return call(in, ctx, t);
+    Outcome out = call(in, ctx, t);
+    // Messages quote the servers' answers; a server that echoes a credential does not get
+    // it into the history.
+    if (!out.ok && out.poll_after_ms <= 0)
+      out.message = scrub(std::move(out.message), t.session->secrets());
+    if (out.poll_after_ms > 0 && out.outputs.is_object()) {
+      if (auto* e = out.outputs.get_object().if_contains("last_error"); e && e->is_string())
+        *e = scrub(std::string(e->get_string()), t.session->secrets());
+    }
+    return out;
   }
 
  protected:

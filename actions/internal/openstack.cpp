@@ -1,6 +1,7 @@
 // Keystone v3 sessions (token cache, re-auth on 401, catalog endpoints).
 #include "actions/internal/openstack.h"
 
+#include <algorithm>
 #include <ctime>
 #include <map>
 
@@ -20,6 +21,14 @@ std::string str(const json::object& o, std::initializer_list<const char*> names)
   return {};
 }
 
+// A broken-down UTC time (tm_year + 1900 = the year) as a time point; 0 outside 1970..2200
+// (a system_clock time point counts nanoseconds and overflows in 2262).
+std::chrono::system_clock::time_point utc_point(std::tm& tm) {
+  if (tm.tm_year < 70 || tm.tm_year > 300)
+    return {};
+  return std::chrono::system_clock::from_time_t(timegm(&tm));
+}
+
 // "2026-11-23T03:00:00.000000Z" -> time point; epoch on a parse failure.
 std::chrono::system_clock::time_point parse_time(const std::string& s) {
   std::tm tm{};
@@ -28,7 +37,7 @@ std::chrono::system_clock::time_point parse_time(const std::string& s) {
     return {};
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
-  return std::chrono::system_clock::from_time_t(timegm(&tm));
+  return utc_point(tm);
 }
 
 // "Mon, 23 Nov 2026 08:41:36 GMT" (RFC 9110 IMF-fixdate); 0 when it is not one.
@@ -48,7 +57,7 @@ std::chrono::system_clock::time_point parse_http_date(const std::string& s) {
   if (tm.tm_mon < 0)
     return {};
   tm.tm_year -= 1900;
-  return std::chrono::system_clock::from_time_t(timegm(&tm));
+  return utc_point(tm);
 }
 
 CallError transport(const base::Status& s) {
@@ -152,6 +161,17 @@ std::shared_ptr<Session> Client::session(const Cloud& c) {
 void Client::forget_all() {
   std::lock_guard<std::mutex> l(mu_);
   sessions_.clear();
+}
+
+std::vector<std::string> Session::secrets() const {
+  std::vector<std::string> out;
+  for (const std::string* s : {&cloud_.password, &cloud_.app_cred_secret}) {
+    if (!s->empty())
+      out.push_back(*s);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  return out;
 }
 
 int Session::auth_count() const {

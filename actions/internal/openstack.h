@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <boost/json/value.hpp>
 
@@ -91,6 +92,10 @@ class Session {
   Result call(const std::string& service_type, const std::string& method, const std::string& path,
               const json::value* body, std::initializer_list<int> accept,
               std::chrono::steady_clock::time_point deadline, const std::string& what);
+
+  // The credentials' secrets (password, application credential secret) that are set:
+  // what a message built from a server's answer must not repeat.
+  std::vector<std::string> secrets() const;
 
   // For tests: how many times this session authenticated.
   int auth_count() const;

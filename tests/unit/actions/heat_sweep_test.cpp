@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include "actions/actions.h"
+#include "actions/internal/openstack.h"
 
 #include "tests/unit/actions/scripted_transport.h"
 
@@ -121,6 +122,17 @@ struct FakeCloud {
   }
 };
 
+// The VIM the states name: a password user of project "demo".
+base::Result<json::object> vim_record(std::string_view) {
+  return json::object{{"id", "vim-1"},
+                      {"type", "openstack"},
+                      {"access", json::object{{"auth_url", kKeystone},
+                                              {"username", "admin"},
+                                              {"password", "s3cret-pw"},
+                                              {"project_name", "demo"}}},
+                      {"extra", json::object{}}};
+}
+
 enum class Fault { kRefused, kServerError, kTimeout, kGarbled };
 
 const char* name(Fault f) {
@@ -190,15 +202,8 @@ Result instantiate(Fault f, std::function<bool(int)> faulty) {
   services.clock = &clock;
   auto registry = actions::Registry::standard(services);
   actions::Context ctx;
-  ctx.vim = [](std::string_view) -> base::Result<json::object> {
-    return json::object{{"id", "vim-1"},
-                        {"type", "openstack"},
-                        {"access", json::object{{"auth_url", kKeystone},
-                                                {"username", "admin"},
-                                                {"password", "s3cret-pw"},
-                                                {"project_name", "demo"}}},
-                        {"extra", json::object{}}};
-  };
+  ctx.vim = vim_record;
+
   struct Policy {
     int attempts;
     int64_t backoff_ms, max_delay_ms, timeout_ms;
@@ -323,4 +328,28 @@ TEST_CASE("heat create: calls failing from the Nth on end in one failure that na
       CHECK(r.out.message.find("s3cret-pw") == std::string::npos);  // never the password
     }
   }
+}
+
+TEST_CASE("heat: hostile answers end in a located failure, without the password") {
+  base::ManualClock clock;
+  test::ScriptedTransport net;
+  // A Keystone that quotes the request back in its error.
+  net.on("POST", std::string(kKeystone) + "/auth/tokens",
+         test::response(400, R"({"error":{"message":"bad request: password s3cret-pw"}})"));
+  actions::Services services{&net, &clock};
+  auto registry = actions::Registry::standard(services);
+  actions::Context ctx;
+  ctx.vim = vim_record;
+
+  auto out = registry.find("heat.stack.outputs")
+                 ->run(json::object{{"vim_id", "vim-1"}, {"stack", "vnf-1/id-1"}}, ctx);
+  REQUIRE_FALSE(out.ok);
+  CHECK(out.error_class == "invalid");
+  CHECK(out.message.find("Keystone authentication at http://keystone.test/v3") !=
+        std::string::npos);
+  CHECK(out.message.find("password ***") != std::string::npos);
+  CHECK(out.message.find("s3cret-pw") == std::string::npos);
+  // Heat's clock far in the future (a year past what a time point holds) is no time at all.
+  CHECK(actions::openstack::parse_iso_time("2523-01-01T00:00:00Z").time_since_epoch().count() == 0);
+  CHECK(actions::openstack::parse_iso_time("2026-11-23T08:41:37Z").time_since_epoch().count() != 0);
 }
