@@ -353,3 +353,67 @@ TEST_CASE("heat: hostile answers end in a located failure, without the password"
   CHECK(actions::openstack::parse_iso_time("2523-01-01T00:00:00Z").time_since_epoch().count() == 0);
   CHECK(actions::openstack::parse_iso_time("2026-11-23T08:41:37Z").time_since_epoch().count() != 0);
 }
+
+TEST_CASE("heat: a stack with no progress for heat_stall_secs is resumed, on the clock") {
+  base::ManualClock clock;
+  test::ScriptedTransport net;
+  FakeCloud cloud(clock, net);
+  cloud.stack = FakeCloud::Stack{"vnf-1", "id-1", clock.wall_ms()};
+  std::string status = "CREATE_IN_PROGRESS";
+  int64_t last_event = clock.wall_ms();
+  int patches = 0;
+  // Heat's own view of this stack: its engine died, so nothing moves until a PATCH.
+  std::string stack_url = std::string(kHeat) + "/stacks/vnf-1/id-1";
+  net.on("GET", stack_url, [&](const test::http::Request&) {
+    return base::Result<test::http::Response>(test::response(
+        200, json::serialize(json::object{
+                 {"stack", json::object{{"id", "id-1"},
+                                        {"stack_name", "vnf-1"},
+                                        {"stack_status", status},
+                                        {"creation_time", iso(cloud.stack->created_ms)}}}})));
+  });
+  net.on("GET", stack_url + "/events", [&](const test::http::Request&) {
+    return base::Result<test::http::Response>(test::response(
+        200, json::serialize(json::object{
+                 {"events", json::array{json::object{{"event_time", iso(last_event)}}}}})));
+  });
+  net.on("PATCH", stack_url, [&](const test::http::Request& r) {
+    patches++;
+    CHECK(r.body == "{}");  // an update that changes nothing
+    status = "UPDATE_IN_PROGRESS";
+    return base::Result<test::http::Response>(test::response(202, ""));
+  });
+  actions::Services services{&net, &clock};
+  auto registry = actions::Registry::standard(services);
+  actions::Context ctx;
+  ctx.vim = [](std::string_view id) {
+    auto v = vim_record(id);
+    v.value()["extra"] = json::object{{"heat_stall_secs", 300}};
+    return v;
+  };
+  const actions::Kind* wait = registry.find("heat.stack.wait");
+  json::object in{{"vim_id", "vim-1"}, {"stack", "vnf-1/id-1"}, {"until", "CREATE_COMPLETE"}};
+  auto start = std::chrono::steady_clock::now();
+  // Within heat_stall_secs: it only polls.
+  for (int i = 0; i < 290; ++i) {
+    auto out = wait->run(in, ctx);
+    REQUIRE(out.poll_after_ms == 1000);
+    clock.advance(std::chrono::milliseconds(out.poll_after_ms));
+  }
+  CHECK(patches == 0);
+  // A minute of events keeps it alive; then silence past the limit resumes it, once.
+  last_event = clock.wall_ms();
+  clock.advance(std::chrono::seconds(299));
+  CHECK(wait->run(in, ctx).outputs.as_object().if_contains("resumed") == nullptr);
+  clock.advance(std::chrono::seconds(2));
+  auto resumed = wait->run(in, ctx);
+  CHECK(resumed.poll_after_ms > 0);
+  CHECK(resumed.outputs.at("resumed") == true);
+  CHECK(patches == 1);
+  status = "UPDATE_COMPLETE";
+  auto done = wait->run(in, ctx);
+  REQUIRE(done.ok);
+  CHECK(done.outputs.at("status") == "UPDATE_COMPLETE");
+  // Ten simulated minutes, in (much) less than a second of real time.
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+}

@@ -1,6 +1,6 @@
 // A test double for actions::http::Transport: it answers from a script. Each rule matches a
 // method and a URL prefix and answers with a canned response or a function of the request
-// (a fake server's state); the first matching rule answers. Every request is recorded. The
+// (a fake server's state); the rule added last wins, so a test overrides a fake's rule. Every request is recorded. The
 // fault hooks see each call by its number and may replace or spoil its answer, for fault
 // sweeps (Beast's fail_count).
 #pragma once
@@ -49,9 +49,9 @@ class ScriptedTransport final : public http::Transport {
     }
     base::Result<http::Response> out =
         base::Status::Unavailable(req.method + " " + req.url + ": connect: no route in the script");
-    for (const auto& r : rules_) {
-      if (r.method == req.method && req.url.compare(0, r.prefix.size(), r.prefix) == 0) {
-        out = r.answer(req);
+    for (auto r = rules_.rbegin(); r != rules_.rend(); ++r) {
+      if (r->method == req.method && req.url.compare(0, r->prefix.size(), r->prefix) == 0) {
+        out = r->answer(req);
         break;
       }
     }
