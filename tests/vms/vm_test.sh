@@ -12,6 +12,10 @@
 #   (/tmp/vms-os) for the Heat part, which stops Heat at the end unless it was
 #   already running.
 set -euo pipefail
+# shellcheck source=tests/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+T_STOP_ON_FAIL=1  # each check builds on the ones before it
+t_init vms
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -29,7 +33,6 @@ WORK=$(mktemp -d /tmp/vnflow-vmtest.XXXXXX)
 KH=$WORK/known_hosts
 KEY=$VNFLOW_VMS_DIR/client/id_ed25519
 T0=$(date +%s%N)
-CHECKS=0
 STARTED_OS=0
 HW_PID=
 STACKS=()
@@ -37,35 +40,6 @@ TIMINGS=()
 
 ms() { echo $((($(date +%s%N) - $1) / 1000000)); }
 say() { echo "[vm_test +$(ms "$T0")ms] $*"; }
-ok() {
-  CHECKS=$((CHECKS + 1))
-  echo "ok $CHECKS - $*"
-}
-fail() {
-  echo "FAILED: $*" >&2
-  exit 1
-}
-# check DESCRIPTION CMD...: the command must succeed
-check() {
-  local what=$1
-  shift
-  "$@" >"$WORK/out" 2>&1 || {
-    cat "$WORK/out" >&2
-    fail "$what"
-  }
-  ok "$what"
-}
-# check_not DESCRIPTION CMD...: the command must fail
-check_not() {
-  local what=$1
-  shift
-  if "$@" >"$WORK/out" 2>&1; then
-    cat "$WORK/out" >&2
-    fail "$what"
-  fi
-  ok "$what"
-}
-
 SSH_OPTS=(-o UserKnownHostsFile="$KH" -o StrictHostKeyChecking=accept-new -o ConnectTimeout=5
   -o LogLevel=ERROR -o ServerAliveInterval=5 -o ServerAliveCountMax=3)
 # kssh ADDR CMD...: key login; pssh: password login; strict_ssh: the host key must be in KH
@@ -90,7 +64,7 @@ strict_ssh() {
 fp() { ssh-keyscan -T 5 -t ed25519 "$1" 2>/dev/null | ssh-keygen -lf - | awk '{print $2}'; }
 
 cleanup() {
-  local rc=$?
+  local rc=$T_RC
   set +e
   [[ -z $HW_PID ]] || kill -TERM "$HW_PID" 2>/dev/null
   if ((${#STACKS[@]} > 0)) && [[ -n ${TOKEN:-} ]]; then
@@ -107,13 +81,11 @@ cleanup() {
   else
     echo "[vm_test] kept $WORK and $VNFLOW_VMS_DIR (VM logs: $VNFLOW_VMS_DIR/*/sshd.log)" >&2
   fi
-  exit "$rc"
 }
-trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-[[ $(id -u) -eq 0 ]] || fail "run as root"
-[[ ! -e /etc/testfile ]] || fail "/etc/testfile exists on the host; the isolation check needs it absent"
+[[ $(id -u) -eq 0 ]] || die "run as root"
+[[ ! -e /etc/testfile ]] || die "/etc/testfile exists on the host; the isolation check needs it absent"
 host_had_user=0
 getent passwd "$VM_USER" >/dev/null && host_had_user=1
 host_etc_sum=$(cat /etc/passwd /etc/shadow /etc/group /etc/hosts | md5sum)
@@ -132,8 +104,8 @@ for vm in "$A:$ADDR_A" "$B:$ADDR_B"; do
   n=${vm%%:*} a=${vm#*:}
   check_not "nothing answers at $a before up" timeout 2 bash -c ": </dev/tcp/$a/22"
   t=$(date +%s%N)
-  out=$("$VM" up "$n" "$a" 2>&1) || fail "vm.sh up $n $a: $out"
-  [[ -z $out ]] || fail "vm.sh up printed something: $out"
+  out=$("$VM" up "$n" "$a" 2>&1) || die "vm.sh up $n $a: $out"
+  [[ -z $out ]] || die "vm.sh up printed something: $out"
   up_ms=$(ms "$t")
   TIMINGS+=("up $n: $up_ms ms")
   ok "up $n $a in $up_ms ms, silent"
@@ -194,10 +166,10 @@ check "password-sftp'd file is in VM b's home" bash -c "[[ \$(\"$VM\" exec $B md
 
 # ------------------------------------------------ kill-sshd / start-sshd
 fp_a=$(fp "$ADDR_A")
-[[ -n $fp_a ]] || fail "no host key fingerprint from $ADDR_A"
-kssh "$ADDR_A" 'setsid sleep 600 </dev/null >/dev/null 2>&1 &' || fail "start a background process in VM a"
+[[ -n $fp_a ]] || die "no host key fingerprint from $ADDR_A"
+kssh "$ADDR_A" 'setsid sleep 600 </dev/null >/dev/null 2>&1 &' || die "start a background process in VM a"
 sess_pids=$("$VM" exec "$A" pgrep -u "$VM_USER" -x sleep | tr '\n' ' ' || true)
-[[ -n $sess_pids ]] || fail "no session process in VM a"
+[[ -n $sess_pids ]] || die "no session process in VM a"
 t=$(date +%s%N)
 check "kill-sshd a" "$VM" kill-sshd "$A"
 TIMINGS+=("kill-sshd: $(ms "$t") ms")
@@ -249,7 +221,7 @@ if [[ ${VMS_TEST_HEAT:-1} == 1 ]]; then
   t=$(date +%s%N)
   bash "$REPO/tools/openstack/start.sh" "$OS_DIR" >"$WORK/os-start.log" 2>&1 || {
     tail -n 30 "$WORK/os-start.log" >&2
-    fail "tools/openstack/start.sh $OS_DIR"
+    die "tools/openstack/start.sh $OS_DIR"
   }
   ok "Keystone + Heat up ($(ms "$t") ms)"
   # shellcheck source=/dev/null
@@ -259,10 +231,10 @@ if [[ ${VMS_TEST_HEAT:-1} == 1 ]]; then
     '{auth: {identity: {methods: ["password"], password: {user: {name: $u, domain: {name: "Default"}, password: $p}}},
              scope: {project: {name: $proj, domain: {name: "Default"}}}}}' >"$WORK/auth.json"
   curl -s -m 30 -D "$WORK/hdr" -o "$WORK/tok.json" -H 'Content-Type: application/json' \
-    --data-binary "@$WORK/auth.json" "$OS_AUTH_URL/auth/tokens" || fail "keystone token"
+    --data-binary "@$WORK/auth.json" "$OS_AUTH_URL/auth/tokens" || die "keystone token"
   TOKEN=$(tr -d '\r' <"$WORK/hdr" | awk 'tolower($1) == "x-subject-token:" {print $2}')
   HEAT_URL=$(jq -r '.token.catalog[] | select(.type == "orchestration") | .endpoints[] | select(.interface == "public") | .url' "$WORK/tok.json" | head -n 1)
-  [[ -n $TOKEN && -n $HEAT_URL ]] || fail "no token or Heat URL"
+  [[ -n $TOKEN && -n $HEAT_URL ]] || die "no token or Heat URL"
 
   # heat METHOD PATH [BODY_FILE] -> body in $WORK/resp, status on stdout
   heat() {
@@ -289,21 +261,21 @@ if [[ ${VMS_TEST_HEAT:-1} == 1 ]]; then
                 "fake-env.yaml": $env,
                 "knobs.json": ({parameter_defaults: {fake_ip_from_stack_id: true, fake_ip_subnet: "10.231"}} | tojson)},
         environment_files: ["fake-env.yaml", "knobs.json"]}' >"$WORK/create.json"
-    [[ $(heat POST /stacks "$WORK/create.json") == 201 ]] || fail "create stack $name: $(head -c 500 "$WORK/resp")"
+    [[ $(heat POST /stacks "$WORK/create.json") == 201 ]] || die "create stack $name: $(head -c 500 "$WORK/resp")"
     STACKS+=("$name/$(jq -r .stack.id "$WORK/resp")")
     for ((i = 0; i < 240; i++)); do
-      [[ $(heat GET "/stacks/${STACKS[-1]}") == 200 ]] || fail "GET stack $name"
+      [[ $(heat GET "/stacks/${STACKS[-1]}") == 200 ]] || die "GET stack $name"
       status=$(jq -r .stack.stack_status "$WORK/resp")
       [[ $status == CREATE_IN_PROGRESS ]] || break
       sleep 0.25
     done
-    [[ $status == CREATE_COMPLETE ]] || fail "stack $name: $status $(jq -r .stack.stack_status_reason "$WORK/resp")"
+    [[ $status == CREATE_COMPLETE ]] || die "stack $name: $status $(jq -r .stack.stack_status_reason "$WORK/resp")"
   }
   # delete_stack: the last created stack, waits until it is gone
   delete_stack() {
     local s=${STACKS[-1]} i code
     code=$(heat DELETE "/stacks/$s")
-    [[ $code == 204 ]] || fail "DELETE stack $s -> $code"
+    [[ $code == 204 ]] || die "DELETE stack $s -> $code"
     for ((i = 0; i < 240; i++)); do
       code=$(heat GET "/stacks/$s")
       [[ $code == 404 || $(jq -r .stack.stack_status "$WORK/resp" 2>/dev/null) == DELETE_COMPLETE ]] && break
@@ -311,23 +283,13 @@ if [[ ${VMS_TEST_HEAT:-1} == 1 ]]; then
     done
     unset 'STACKS[-1]'
   }
-  # wait_until SECONDS CMD...: bounded poll
-  wait_until() {
-    local secs=$1 end
-    shift
-    end=$(($(date +%s) + secs))
-    while ! "$@" >/dev/null 2>&1; do
-      (($(date +%s) < end)) || return 1
-      sleep 0.2
-    done
-  }
 
   # --once: one fake server
   create_stack "${STACK_PREFIX}once" 1
   addr=$(jq -r '.stack.outputs[] | select(.output_key == "addr1") | .output_value' "$WORK/resp")
   if ! [[ $addr =~ ^10\.231\.([0-9]+)\.([0-9]+)$ ]] ||
     ((BASH_REMATCH[1] < 1 || BASH_REMATCH[1] > 254 || BASH_REMATCH[2] < 2 || BASH_REMATCH[2] > 254)); then
-    fail "fake server address '$addr' is not 10.231.X.Y (X 1..254, Y 2..254)"
+    die "fake server address '$addr' is not 10.231.X.Y (X 1..254, Y 2..254)"
   fi
   ok "fake server reports $addr (fake_ip_subnet 10.231)"
   hw=(/usr/bin/python3 "$HEATWATCH" --openrc "$OS_DIR/openrc" --prefix "$STACK_PREFIX" --log-file "$WORK/heatwatch.log")
@@ -363,5 +325,5 @@ if [[ ${VMS_TEST_HEAT:-1} == 1 ]]; then
   check "heatwatch log: 3 up, 3 down, no error" bash -c "[[ \$(grep -c ' up hw-' '$WORK/heatwatch.log') == 3 && \$(grep -c ' down hw-' '$WORK/heatwatch.log') == 3 ]] && ! grep -q ' error ' '$WORK/heatwatch.log'"
 fi
 
-say "PASS: $CHECKS checks"
 for t in "${TIMINGS[@]}"; do echo "  timing: $t"; done
+t_finish
