@@ -105,7 +105,7 @@ check() {  # check WHAT CMD...
     ok "$what"
   else
     bad "$what"
-    t_show "$T_DIR/check.out" 10
+    t_show "$T_DIR/check.out"
   fi
 }
 
@@ -114,7 +114,7 @@ check_not() {  # check_not WHAT CMD...
   shift
   if "$@" >"$T_DIR/check.out" 2>&1; then
     bad "$what (it succeeded)"
-    t_show "$T_DIR/check.out" 10
+    t_show "$T_DIR/check.out"
   else
     ok "$what"
   fi

@@ -26,28 +26,20 @@ root=$(realpath "${1:-$(dirname "$0")/../..}")
 cd /  # every path below is absolute; the service user may enter /
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8
 
-passed=0; failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
-check() {  # check DESCRIPTION COMMAND...
-  local what=$1; shift
-  if "$@"; then ok; else bad "$what"; fi
-}
+# shellcheck source=tests/lib.sh
+source "$root/tests/lib.sh"
+t_init deb vnflow
 quiet() { "$@" >/dev/null; }
-logged() {  # logged FILE COMMAND...: output to FILE, shown when the command fails
+logged() {  # logged FILE COMMAND...: output to FILE, shown (escaped) when the command fails
   local f=$1; shift
-  "$@" >"$f" 2>&1 || { cat "$f"; false; }
+  "$@" >"$f" 2>&1 || { t_show "$f" 60; false; }
 }
 log() { echo "== $* ($((SECONDS / 60))m$((SECONDS % 60))s)"; }
-finish() {
-  echo "deb: $passed passed, $failed failed"
-  [[ $failed -eq 0 ]] && exit 0 || exit 1
-}
 
-if [[ $(id -u) -ne 0 ]]; then bad "needs root (installs and purges a package)"; finish; fi
+if [[ $(id -u) -ne 0 ]]; then bad "needs root (installs and purges a package)"; t_finish; fi
 if dpkg-query -W -f='${Status}' vnflow 2>/dev/null | grep -q 'ok installed'; then
   bad "vnflow is installed already; this test installs and purges it, so it leaves it alone"
-  finish
+  t_finish
 fi
 
 work=$(mktemp -d /tmp/vnflow-deb-test.XXXXXX)
@@ -77,10 +69,9 @@ cleanup() {
   fi
   if [[ ${KEEP:-} ]]; then echo "kept $work"; else rm -rf "$work"; fi
 }
-trap cleanup EXIT
-trap 'bad "interrupted (the time limit, DEB_TEST_TIMEOUT?)"; finish' INT TERM
+trap 'bad "interrupted (the time limit, DEB_TEST_TIMEOUT?)"; t_finish' INT TERM
 
-bash "$root/tools/install-deps.sh" --deb >/dev/null || { bad "tools/install-deps.sh --deb"; finish; }
+bash "$root/tools/install-deps.sh" --deb >/dev/null || { bad "tools/install-deps.sh --deb"; t_finish; }
 
 # ---- 1. build the package in a scratch copy
 log "dpkg-buildpackage -us -uc -b (a copy of $root)"
@@ -94,13 +85,13 @@ opts="parallel=$(nproc)"
 [[ ${DEB_TEST_NOCHECK:-} ]] && opts+=" nocheck"
 t0=$SECONDS
 if (cd "$src" && DEB_BUILD_OPTIONS=$opts dpkg-buildpackage -us -uc -b) >"$work/build.log" 2>&1; then
-  ok
+  ok "dpkg-buildpackage"
   grep -E '^(Ok|Fail|Skipped|Timeout): ' "$work/build.log" | tr '\n' ' ' | sed 's/^/package build tests: /'
   echo "(built in $((SECONDS - t0)) s)"
 else
-  tail -n 60 "$work/build.log"
+  t_show "$work/build.log" 60
   bad "dpkg-buildpackage"
-  finish
+  t_finish
 fi
 version=$(dpkg-parsechangelog -l "$src/debian/changelog" -S Version)
 arch=$(dpkg --print-architecture)
@@ -118,8 +109,8 @@ check "lintian: no error, no warning outside debian/vnflow.lintian-overrides" \
 
 # ---- 3. install
 log "apt-get install $deb"
-if logged "$work/install.log" apt-get install -y -qq "$deb"; then ok; else
-  bad "apt-get install"; finish
+if logged "$work/install.log" apt-get install -y -qq "$deb"; then ok "apt-get install"; else
+  bad "apt-get install"; t_finish
 fi
 check "vnflow is on PATH as /usr/bin/vnflow" test "$(command -v vnflow)" = /usr/bin/vnflow
 check "vnflow version" test "$(vnflow version)" = "vnflow ${version%%-*}"
@@ -179,11 +170,11 @@ for r in instantiate scale_out heal terminate; do
   sed "s|/tmp/vnflow-demo|$demo/vnfs|" "$samples/local-demo/Requests/$r.json" |
     as_vnflow tee "$demo/$r.json" >/dev/null
 done
-pkg=$(v package onboard "$samples/local-demo") && ok || bad "package onboard"
-inst=$(v instance create --package "$pkg" --name deb-test) && ok || bad "instance create"
+pkg=$(v package onboard "$samples/local-demo") && ok "package onboard" || bad "package onboard"
+inst=$(v instance create --package "$pkg" --name deb-test) && ok "instance create" || bad "instance create"
 for step in "instantiate instantiate" "scale scale_out" "heal heal" "terminate terminate"; do
   set -- $step
-  op=$(v instance "$1" "$inst" --request "$demo/$2.json") && ok || bad "instance $1"
+  op=$(v instance "$1" "$inst" --request "$demo/$2.json") && ok "instance $1" || bad "instance $1"
   check "$1 completes" quiet v op wait "$op" --timeout 60
   case $1 in
     instantiate)
@@ -213,9 +204,9 @@ for p in /usr/bin/vnflow /usr/share/vnflow /var/lib/vnflow /usr/share/doc/vnflow
   check "purge removed $p" test ! -e "$p"
 done
 if getent passwd vnflow >/dev/null; then
-  ok
+  ok "the system user vnflow stays"
   echo "(the system user vnflow stays after the purge, as Debian policy has it)"
 else
   bad "the system user vnflow disappeared at purge (expected to stay)"
 fi
-finish
+t_finish
