@@ -9,7 +9,10 @@
 //             step. Concurrent operations share transactions (group commit): a
 //             transition is acknowledged only after its commit.
 //   Commands  what the CLI (and later the REST API) asks: onboard a package, create an
-//             instance, request an LCM operation, retry / rollback / fail / cancel, replay.
+//             instance, request an LCM operation, retry / rollback / fail / cancel, replay,
+//             register a VIM; and the views of the records they show (secrets as "***").
+//   Daemon    one process running an Engine on a database: the checks of the database's
+//             files, the single-daemon lock, signals and drain.
 //
 // SOL003 operation states: STARTING -> PROCESSING -> COMPLETED; a failure with no retry
 // left -> FAILED_TEMP; from there retry (-> PROCESSING, at the failed state), rollback
@@ -17,7 +20,7 @@
 // (-> FAILED). A restart resumes STARTING, PROCESSING and ROLLING_BACK operations by itself.
 //
 // Not here: the workflow language (workflows/), what actions do (actions/), the command
-// line and the terminal (engine/daemon/).
+// line and the terminal (cli/).
 // Threading: a Store is safe to share between threads; an Engine is driven by run() on one
 // thread, stop() may be called from any thread.
 #pragma once
@@ -278,6 +281,9 @@ class Engine {
 std::string new_id();  // a random UUID
 int64_t now_ms();      // wall clock, milliseconds since the epoch
 
+// A request body (SOL003 JSON) is at most this many bytes: it is stored with the operation.
+constexpr size_t kMaxRequestBytes = 1 << 20;
+
 // Validates and stores a package (a .csar/.zip file or a folder). Diagnostics of an
 // invalid package go to `diags` and nothing is stored.
 base::Result<PackageRecord> onboard_package(Store& store, const std::string& path,
@@ -294,6 +300,10 @@ base::Result<InstanceRecord> create_instance(Store& store, std::string_view pack
 // another instance's is refused.
 base::Status normalize_vim_connections(Store& store, json::value& request, bool required,
                                        std::string_view instance_id);
+
+// Refused with a reason, as for an operation in progress or an instance that is not
+// NOT_INSTANTIATED (Store::delete_instance).
+base::Status delete_instance(Store& store, std::string_view instance_id);
 
 base::Result<OpRecord> request_operation(Store& store, std::string_view instance_id,
                                          std::string_view operation, const json::value& request,
@@ -321,8 +331,108 @@ struct ReplayReport {
 };
 base::Result<ReplayReport> replay_dry_run(Store& store, const OpRecord& op,
                                           const workflows::Machine& machine);
+// The same for operation `op_id` against its own machine, or (with `package_path`) the
+// machine of the same operation and flavour compiled from that package, whose problems go
+// to `diags`.
+base::Result<ReplayReport> replay_dry_run(Store& store, std::string_view op_id,
+                                          const std::string& package_path,
+                                          base::Diagnostics& diags);
 // Starts a new operation occurrence that begins at `state` with the outputs and instance
 // record the original had there. The original must be final.
 base::Result<OpRecord> replay_from(Store& store, std::string_view op_id, std::string_view state);
+
+// ---------------------------------------------------------------------------------------
+// VIMs: one set of rules for `vim register`, a request's vimConnectionInfo and the
+// vim.register action.
+
+// "openstack" or "kubernetes" for a type named as a record, a SOL003 vimType or Tacker
+// does: openstack, ETSINFV.OPENSTACK_KEYSTONE.V_3; kubernetes, ETSINFV.KUBERNETES.V_1,
+// ETSINFV.HELM.V_3 (Helm on a Kubernetes cluster: Tacker v2 gives a Kubernetes VIM that
+// type when it has Helm). "" for any other type.
+std::string vim_type(std::string_view type);
+// The SOL003 vimType of a record's type ("openstack" or "kubernetes").
+std::string_view etsi_vim_type(std::string_view type);
+// What a VIM of `type` (as vim_type) needs to be reached: OpenStack, Keystone v3 access
+// (actions::check_openstack_access); Kubernetes, an http(s) "server" and a "bearer_token"
+// or "username" and "password".
+base::Status check_vim_access(std::string_view type, const json::object& access);
+
+// Registers `v` (inserts, or replaces the record of the same id). Its type is made
+// canonical (vim_type), its name checked as instance names are, its access checked
+// (check_vim_access) and redacted into `summary`; `created_ms` of a replaced record is kept.
+// Without an id, the VIM of that name (else a new id); without a name, the replaced
+// record's (else "inline-<id>"). `owner_instance` "" is an operator, who may replace any
+// VIM; an instance may replace only the VIMs it registered (recorded as
+// extra.registered_by_instance). `replaced` tells whether the id was registered already.
+base::Result<VimRecord> register_vim(Store& store, VimRecord v, std::string_view owner_instance,
+                                     bool* replaced = nullptr);
+// By id or name; deleting returns what was deleted.
+base::Result<VimRecord> show_vim(Store& store, std::string_view id_or_name);
+base::Result<VimRecord> delete_vim(Store& store, std::string_view id_or_name);
+
+// ---------------------------------------------------------------------------------------
+// Views: the records as users see them (JSON), every secret as "***".
+
+std::string iso_time(int64_t ms);  // 2026-01-02T03:04:05.678Z
+json::object package_view(const PackageRecord& p);
+json::value instance_view(const InstanceRecord& i);  // the record, redacted
+json::object vim_view(const VimRecord& v);           // auth_cred: the summary
+// SOL003 VnfLcmOpOcc field names where they exist; operationParams redacted.
+json::object op_view(const OpRecord& op);
+json::object event_view(const EventRecord& e);
+// The name of the state an operation is at ("" when none or unknown).
+std::string op_position(Store& store, const OpRecord& op);
+
+// ---------------------------------------------------------------------------------------
+// Daemon
+
+// Checks the database's folder (creating it 0700 when missing), the file and its key file
+// before anything opens them: refused when another user could read or swap them (the
+// folder writable by others, files of another owner, a key file readable by others), and
+// for hard links (each name would get a WAL of its own) and empty files.
+base::Status check_database(const std::string& path);
+// check_database, then open_sqlite_store.
+base::Result<std::unique_ptr<Store>> open_database(const std::string& path);
+
+// Hooks run as `user` (EngineOptions::hook_user): it must exist and not be root, and the
+// daemon must run as root. Messages start with `subject` ("--hook-user", "the hook user").
+base::Status check_hook_user(std::string_view user, std::string_view subject = "the hook user");
+
+struct DaemonOptions {
+  std::string db_path;
+  std::string work_dir;  // hooks' work root; "" = the folder "work" beside the database
+  EngineOptions engine;  // its work_root and owner (daemon-<pid>) are set by the daemon
+  actions::Registry registry = actions::Registry::standard();
+};
+
+// One daemon on one database, for the CLI and a REST API alike. start(): not dumpable
+// (hooks running as the daemon's user cannot read its memory: the key, VIM secrets), the
+// hook user checked, SIGTERM, SIGINT and SIGHUP caught (the first drains: running steps
+// finish and are recorded, no new step starts; a second stops at once), the database
+// checked, locked (flock on its inode, tried again for 3 s: a forked child of a daemon
+// killed a moment ago may hold it) and opened, the Engine prepared. run() runs until a
+// signal or stop(). Signals are caught from start() to the destructor.
+class Daemon {
+ public:
+  explicit Daemon(DaemonOptions options);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  base::Status start();
+  EngineStats run();
+  void stop(bool drain);                 // any thread
+  const DaemonOptions& options() const;  // with the work root and owner filled in
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Re-seals every secret of the database at `path` with a new key (Store::rotate_key),
+// holding the daemon's lock meanwhile: refused while a daemon runs on it (the daemon keeps
+// the key in memory and would go on sealing with the old one).
+base::Status rotate_database_key(const std::string& path);
 
 }  // namespace engine

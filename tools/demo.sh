@@ -8,18 +8,18 @@ tools/install-deps.sh
 [[ -f build/build.ninja ]] || meson setup build --wrap-mode=nodownload
 ninja -C build
 echo "== vnflow csar validate csar-samples/*"
-build/engine/vnflow csar validate csar-samples/*/
+build/cli/vnflow csar validate csar-samples/*/
 for s in csar-samples/*/; do
   echo
   echo "== vnflow csar inspect $s"
-  build/engine/vnflow csar inspect "$s"
+  build/cli/vnflow csar inspect "$s"
 done
 
 # The lifecycle of the local demo VNF through the durable executor: its hooks are vnflow
 # workflows running on this host, so no cloud is needed.
 demo=$(mktemp -d /tmp/vnflow-demo-db.XXXXXX)
 export VNFLOW_DB=$demo/vnflow.db
-v=build/engine/vnflow
+v=build/cli/vnflow
 pkg=csar-samples/local-demo
 daemon_pid=
 cleanup() {
@@ -52,4 +52,4 @@ $v op history "$($v op list --instance "$instance" | awk '$2 == "instantiate" {p
 # no Docker runs inside the test VMs). Needs root (network namespaces).
 echo
 echo "== the private registry VNF on real Heat and a VM: instantiate, heal, terminate"
-bash tests/e2e/vnf_test.sh build/engine/vnflow . registry
+bash tests/e2e/vnf_test.sh build/cli/vnflow . registry

@@ -1,5 +1,7 @@
 // What users ask of the engine: onboard, create, request, retry / rollback / fail /
 // cancel, replay. Each is one short transaction on the Store; the daemon does the rest.
+#include "engine/internal/commands.h"
+
 #include <chrono>
 #include <random>
 
@@ -71,13 +73,11 @@ int64_t now_ms() {
 
 namespace {
 
-constexpr size_t kMaxRequestBytes = 1 << 20;
-constexpr size_t kMaxNameBytes = 255;
 constexpr size_t kMaxDescriptionBytes = 4096;
 constexpr int64_t kMaxScaleSteps = 1000;
 
-// Names and descriptions are shown on terminals and in lists: bounded, UTF-8, and free of
-// control characters (an ANSI escape in a name would rewrite an operator's screen).
+}  // namespace
+
 base::Status check_text(const char* what, const std::string& s, size_t max) {
   if (s.size() > max)
     return base::Status::InvalidArgument(std::string(what) + " is " + std::to_string(s.size()) +
@@ -97,8 +97,6 @@ base::Status check_text(const char* what, const std::string& s, size_t max) {
   }
   return base::Status::Ok();
 }
-
-}  // namespace
 
 base::Result<PackageRecord> onboard_package(Store& store, const std::string& path,
                                             base::Diagnostics& diags) {
@@ -202,19 +200,6 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
 
 }  // namespace
 
-namespace {
-
-std::string vim_type_of(std::string_view t) {
-  if (t.find("OPENSTACK") != std::string_view::npos || t == "openstack")
-    return "openstack";
-  if (t.find("KUBERNETES") != std::string_view::npos || t.find("HELM") != std::string_view::npos ||
-      t == "kubernetes")
-    return "kubernetes";
-  return {};
-}
-
-}  // namespace
-
 base::Status normalize_vim_connections(Store& store, json::value& request, bool required,
                                        std::string_view instance_id) {
   if (!request.is_object())
@@ -240,8 +225,8 @@ base::Status normalize_vim_connections(Store& store, json::value& request, bool 
       return vims.status();
     for (const auto& v : vims.value()) {
       if (v.is_default && v.type == "openstack") {
-        r["vimConnectionInfo"] = json::array{json::object{
-            {"id", "default"}, {"vimId", v.id}, {"vimType", "ETSINFV.OPENSTACK_KEYSTONE.V_3"}}};
+        r["vimConnectionInfo"] = json::array{
+            json::object{{"id", "default"}, {"vimId", v.id}, {"vimType", etsi_vim_type(v.type)}}};
         return base::Status::Ok();
       }
     }
@@ -260,60 +245,36 @@ base::Status normalize_vim_connections(Store& store, json::value& request, bool 
     std::string vim_id = o.contains("vimId") && o.at("vimId").is_string()
                              ? std::string(o.at("vimId").get_string())
                              : std::string();
-    std::string type = o.contains("vimType") && o.at("vimType").is_string()
-                           ? vim_type_of(o.at("vimType").get_string())
-                           : std::string();
     json::value* access = o.if_contains("accessInfo");
     if (access != nullptr && access->is_object() && !access->get_object().empty()) {
-      if (type.empty())
+      std::string vim_type_text = o.contains("vimType") && o.at("vimType").is_string()
+                                      ? std::string(o.at("vimType").get_string())
+                                      : std::string();
+      if (vim_type(vim_type_text).empty())
         return base::Status::InvalidArgument(
             where +
             ".vimType must name an OpenStack (ETSINFV.OPENSTACK_KEYSTONE.V_3) or "
-            "Kubernetes VIM to register its accessInfo");
+            "Kubernetes (ETSINFV.KUBERNETES.V_1, ETSINFV.HELM.V_3) VIM to register its "
+            "accessInfo");
       VimRecord v;
       v.id = vim_id.empty() ? new_id() : vim_id;
-      v.name = "inline-" + v.id;
-      v.type = type;
+      v.type = vim_type_text;
       v.access = access->get_object();
       if (auto* ii = o.if_contains("interfaceInfo"); ii != nullptr && ii->is_object()) {
         for (const auto& [k, val] : ii->get_object()) {
-          std::string key =
-              k == "endpoint" ? (type == "openstack" ? "auth_url" : "server") : std::string(k);
+          std::string key = k == "endpoint"
+                                ? (vim_type(vim_type_text) == "openstack" ? "auth_url" : "server")
+                                : std::string(k);
           if (!v.access.contains(key))
             v.access[key] = val;
         }
       }
-      if (type == "openstack") {
-        auto c = actions::check_openstack_access(v.access);
-        if (!c.ok())
-          return base::Status::InvalidArgument(where + ": " + c.message());
-      }
-      v.summary = actions::redact(v.access).as_object();
-      v.created_ms = now_ms();
-      v.extra["registered_by_instance"] = std::string(instance_id);
-      // By id only: a name must not select another VIM here.
-      auto prev = store.get_vim(v.id, false);
-      if (prev.ok() && prev.value().id == v.id) {
-        const json::value* owner = prev.value().extra.if_contains("registered_by_instance");
-        bool ours = !instance_id.empty() && owner != nullptr && owner->is_string() &&
-                    owner->get_string() == instance_id;
-        if (!ours)
-          return base::Status::PermissionDenied(
-              where + ".vimId \"" + v.id +
-              "\" is a registered VIM that this instance does not own: a request may name it "
-              "(without accessInfo) but never change it");
-        v.name = prev.value().name;
-        v.created_ms = prev.value().created_ms;
-      } else if (prev.ok()) {
-        return base::Status::InvalidArgument(where + ".vimId \"" + v.id +
-                                             "\" is the name of another VIM; give a new id");
-      }
-      base::Status st = store.put_vim(v);
-      if (!st.ok())
-        return st;
+      auto reg = register_vim(store, std::move(v), instance_id);
+      if (!reg.ok())
+        return base::Status(reg.status().code(), where + ": " + reg.status().message());
       json::object slim{{"id", o.contains("id") ? o.at("id") : json::value(where)},
-                        {"vimId", v.id},
-                        {"vimType", o.contains("vimType") ? o.at("vimType") : json::value(type)}};
+                        {"vimId", reg.value().id},
+                        {"vimType", vim_type_text}};
       e = std::move(slim);
       continue;
     }
@@ -332,6 +293,10 @@ base::Status normalize_vim_connections(Store& store, json::value& request, bool 
     o["vimId"] = v.value().id;  // a name becomes the id
   }
   return base::Status::Ok();
+}
+
+base::Status delete_instance(Store& store, std::string_view instance_id) {
+  return store.delete_instance(instance_id);
 }
 
 base::Result<OpRecord> request_operation(Store& store, std::string_view instance_id,
@@ -512,6 +477,29 @@ base::Result<std::shared_ptr<const workflows::Machine>> operation_machine(Store&
   if (ec)
     return base::Status::Internal("stored machine is not JSON");
   return workflows::Machine::from_json(v);
+}
+
+base::Result<ReplayReport> replay_dry_run(Store& store, std::string_view op_id,
+                                          const std::string& package_path,
+                                          base::Diagnostics& diags) {
+  auto op = store.get_op(op_id);
+  if (!op.ok())
+    return op.status();
+  auto own = operation_machine(store, op.value());
+  if (package_path.empty()) {
+    if (!own.ok())
+      return own.status();
+    return replay_dry_run(store, op.value(), *own.value());
+  }
+  auto pkg = tosca::load_package(package_path, tosca::LoadOptions{}, diags);
+  if (pkg == nullptr || diags.has_errors())
+    return base::Status::InvalidArgument("the package is not valid");
+  auto m =
+      workflows::compile(*pkg, {op.value().operation, own.ok() ? own.value()->flavour : ""}, diags);
+  if (m == nullptr)
+    return base::Status::InvalidArgument("the package's " + op.value().operation +
+                                         " workflow does not compile");
+  return replay_dry_run(store, op.value(), *m);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,6 +1,5 @@
 #include "engine/internal/vim_actions.h"
 
-#include <chrono>
 #include <string>
 
 #include <boost/json.hpp>
@@ -26,31 +25,6 @@ std::string derived_id(std::string_view instance_id, std::string_view name) {
          "-" + h.substr(20, 12);
 }
 
-std::string canonical_type(std::string_view t) {
-  if (t == "openstack" || t.find("OPENSTACK") != std::string_view::npos)
-    return "openstack";
-  if (t == "kubernetes" || t.find("KUBERNETES") != std::string_view::npos)
-    return "kubernetes";
-  return {};
-}
-
-const char* etsi_type(const std::string& type) {
-  return type == "openstack" ? "ETSINFV.OPENSTACK_KEYSTONE.V_3" : "ETSINFV.KUBERNETES.V_1";
-}
-
-base::Status check_kubernetes_access(const json::object& a) {
-  std::string server = str_field(a, "server");
-  if (server.rfind("https://", 0) != 0 && server.rfind("http://", 0) != 0)
-    return base::Status::InvalidArgument(
-        "a Kubernetes VIM needs \"server\", the API server's http(s):// URL");
-  bool token = !str_field(a, "bearer_token").empty();
-  bool user = !str_field(a, "username").empty() && !str_field(a, "password").empty();
-  if (!token && !user)
-    return base::Status::InvalidArgument(
-        "a Kubernetes VIM needs \"bearer_token\" (or \"username\" and \"password\")");
-  return base::Status::Ok();
-}
-
 json::array& connections(json::value& record) {
   if (!record.is_object())
     record = json::object();
@@ -63,49 +37,48 @@ json::array& connections(json::value& record) {
 
 Outcome vim_register(Store* store, const json::object& in, json::value& record) {
   std::string name = str_field(in, "name");
-  std::string type = canonical_type(str_field(in, "type"));
   const json::value* access = in.if_contains("access");
   if (name.empty())
-    return Outcome::failure("invalid", "vim.register: \"name\" must be a non-empty string");
-  if (type.empty())
-    return Outcome::failure("invalid",
-                            "vim.register " + name + ": \"type\" must be openstack or kubernetes");
+    return Outcome::failure(base::ErrorClass::kInvalid,
+                            "vim.register: \"name\" must be a non-empty string");
   if (access == nullptr || !access->is_object())
-    return Outcome::failure("invalid", "vim.register " + name + ": \"access\" must be a map");
-  base::Status check = type == "openstack" ? actions::check_openstack_access(access->get_object())
-                                           : check_kubernetes_access(access->get_object());
-  if (!check.ok())
-    return Outcome::failure("invalid", "vim.register " + name + ": " + check.message());
-
+    return Outcome::failure(base::ErrorClass::kInvalid,
+                            "vim.register " + name + ": \"access\" must be a map");
   std::string instance_id = record.is_object() ? str_field(record.get_object(), "id") : "";
   VimRecord v;
   v.id = derived_id(instance_id, name);
   v.name = name;
-  v.type = type;
+  v.type = str_field(in, "type");
   v.access = access->get_object();
-  v.summary = actions::redact(v.access).as_object();
   if (const json::value* e = in.if_contains("extra"); e != nullptr && e->is_object())
     v.extra = e->get_object();
-  v.extra["registered_by_instance"] = instance_id;
-  v.created_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                     std::chrono::system_clock::now().time_since_epoch())
-                     .count();
   bool replaced = false;
   if (store != nullptr) {
-    auto prev = store->get_vim(v.id, false);
-    replaced = prev.ok();
-    if (replaced)
-      v.created_ms = prev.value().created_ms;
-    base::Status st = store->put_vim(v);
-    if (!st.ok())
-      return Outcome::failure(st.code() == base::StatusCode::kAlreadyExists ? "invalid" : "failed",
-                              "vim.register " + name + ": " + st.message());
+    // The instance owns what it registers.
+    auto reg = register_vim(*store, std::move(v), instance_id, &replaced);
+    if (!reg.ok()) {
+      base::StatusCode c = reg.status().code();
+      bool invalid = c == base::StatusCode::kInvalidArgument ||
+                     c == base::StatusCode::kAlreadyExists ||
+                     c == base::StatusCode::kPermissionDenied;
+      return Outcome::failure(invalid ? base::ErrorClass::kInvalid : base::ErrorClass::kFailed,
+                              "vim.register " + name + ": " + reg.status().message());
+    }
+    v = std::move(reg).value();
+  } else {
+    // Replay: no registry, the same rules.
+    base::Status check = check_vim_access(v.type, v.access);
+    if (!check.ok())
+      return Outcome::failure(base::ErrorClass::kInvalid,
+                              "vim.register " + name + ": " + check.message());
+    v.type = vim_type(v.type);
   }
+  std::string type = v.type;
 
   std::string conn_id = str_field(in, "connection_id");
   if (conn_id.empty())
     conn_id = name;
-  json::object entry{{"id", conn_id}, {"vimId", v.id}, {"vimType", etsi_type(type)}};
+  json::object entry{{"id", conn_id}, {"vimId", v.id}, {"vimType", etsi_vim_type(type)}};
   json::array& list = connections(record);
   json::array kept;
   for (auto& e : list) {
@@ -125,7 +98,8 @@ Outcome vim_deregister(Store* store, const json::object& in, json::value& record
   if (key.empty())
     key = str_field(in, "name");
   if (key.empty())
-    return Outcome::failure("invalid", "vim.deregister: give \"vim_id\" or \"name\"");
+    return Outcome::failure(base::ErrorClass::kInvalid,
+                            "vim.deregister: give \"vim_id\" or \"name\"");
   std::string instance_id = record.is_object() ? str_field(record.get_object(), "id") : "";
   std::string id;
   bool removed = false;
@@ -135,15 +109,18 @@ Outcome vim_deregister(Store* store, const json::object& in, json::value& record
       const VimRecord& rec = v.value();
       std::string owner = str_field(rec.extra, "registered_by_instance");
       if (owner != instance_id)
-        return Outcome::failure("invalid", "vim.deregister: VIM \"" + rec.name +
-                                               "\" was not registered by this instance");
+        return Outcome::failure(
+            base::ErrorClass::kInvalid,
+            "vim.deregister: VIM \"" + rec.name + "\" was not registered by this instance");
       id = rec.id;
       base::Status st = store->delete_vim(id);
       if (!st.ok() && st.code() != base::StatusCode::kNotFound)
-        return Outcome::failure("failed", "vim.deregister " + rec.name + ": " + st.message());
+        return Outcome::failure(base::ErrorClass::kFailed,
+                                "vim.deregister " + rec.name + ": " + st.message());
       removed = st.ok();
     } else if (v.status().code() != base::StatusCode::kNotFound) {
-      return Outcome::failure("failed", "vim.deregister " + key + ": " + v.status().message());
+      return Outcome::failure(base::ErrorClass::kFailed,
+                              "vim.deregister " + key + ": " + v.status().message());
     }
   }
   // The record forgets the entry whether or not the registry still had it (404 = done).
@@ -173,7 +150,8 @@ actions::Outcome run_vim_action(Store* store, std::string_view name, const json:
     return vim_register(store, inputs, record);
   if (name == "vim.deregister")
     return vim_deregister(store, inputs, record);
-  return Outcome::failure("invalid", "no VIM action \"" + std::string(name) + "\"");
+  return Outcome::failure(base::ErrorClass::kInvalid,
+                          "no VIM action \"" + std::string(name) + "\"");
 }
 
 }  // namespace engine

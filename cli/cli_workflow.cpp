@@ -4,7 +4,7 @@
 #include <iterator>
 #include <vector>
 
-#include "engine/daemon/cli_internal.h"
+#include "cli/cli_internal.h"
 #include "workflows/workflows.h"
 
 namespace vnflow_cli {

@@ -1,32 +1,25 @@
-// vnflow package|instance|op|vim|daemon: the engine's commands on a database, the checks
-// of the database's folder and files, and the daemon.
-#include <atomic>
+// vnflow package|instance|op|key|daemon: their options and their output over the engine's
+// commands and views (engine/engine.h: the rules, the database checks and the daemon's
+// lifecycle live there).
 #include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <thread>
 
-#include <boost/asio.hpp>
 #include <boost/json.hpp>
 #include <fcntl.h>
-#include <pwd.h>
 #include <spdlog/sinks/sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
-#include <sys/file.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/daemon/cli_internal.h"
+#include "cli/cli_internal.h"
 #include "engine/engine.h"
 
 namespace vnflow_cli {
@@ -294,7 +287,7 @@ const CommandSpec& daemon_command() {
 }
 
 // ---------------------------------------------------------------------------------------
-// The database and its folder
+// The database
 
 std::string default_db() {
   if (const char* e = std::getenv("VNFLOW_DB"); e != nullptr && *e != '\0')
@@ -313,183 +306,15 @@ std::string db_path(const Opts& o) {
   return o.get("--db", default_db());
 }
 
-std::string who(uid_t uid) {
-  std::string s = "uid " + std::to_string(uid);
-  struct passwd pw;
-  struct passwd* found = nullptr;
-  std::vector<char> buf(4096);
-  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr)
-    s += " (" + std::string(found->pw_name) + ")";
-  return s;
-}
-
-std::string octal(mode_t m) {
-  char b[8];
-  std::snprintf(b, sizeof b, "%04o", static_cast<unsigned>(m & 07777));
-  return b;
-}
-
-// Creates the missing folders of `dir`, each 0700.
-base::Status make_dirs(const std::filesystem::path& dir) {
-  std::error_code ec;
-  if (dir.empty() || std::filesystem::exists(dir, ec))
-    return base::Status::Ok();
-  if (base::Status s = make_dirs(dir.parent_path()); !s.ok())
-    return s;
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-    return base::Status::Unavailable("cannot create folder \"" + dir.string() +
-                                     "\": " + std::strerror(errno));
-  return base::Status::Ok();
-}
-
-// The database's folder decides who can swap the database or read the key beside it: it
-// must belong to this user (or root) and be writable by nobody else, sticky or not.
-base::Status check_folder(const std::filesystem::path& dir) {
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0)
-    return base::Status::Unavailable("cannot use folder \"" + dir.string() +
-                                     "\": " + std::strerror(errno));
-  if (!S_ISDIR(st.st_mode))
-    return base::Status::FailedPrecondition("\"" + dir.string() + "\" is not a folder");
-  uid_t me = ::geteuid();
-  if (st.st_uid != me && st.st_uid != 0)
-    return base::Status::PermissionDenied(
-        "the database folder \"" + dir.string() + "\" belongs to " + who(st.st_uid) + ", not to " +
-        who(me) + ": its owner could read the secrets or swap the database; refusing it");
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
-    return base::Status::PermissionDenied(
-        "the database folder \"" + dir.string() + "\" is writable by group or others (mode " +
-        octal(st.st_mode) + "): they could swap the database; refusing it");
-  return base::Status::Ok();
-}
-
-// Checks the database's folder (creating it 0700 when missing), the file and its key file
-// before anything opens them: refused when another user could read or swap them.
-base::Status check_database(const std::string& path) {
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty())
-    dir = ".";
-  if (base::Status s = make_dirs(dir); !s.ok())
-    return s;
-  if (base::Status s = check_folder(dir); !s.ok())
-    return s;
-  uid_t me = ::geteuid();
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0) {
-    if (!S_ISREG(st.st_mode))
-      return base::Status::FailedPrecondition("\"" + path + "\" is not a regular file");
-    if (st.st_uid != me)
-      return base::Status::PermissionDenied("the database \"" + path + "\" belongs to " +
-                                            who(st.st_uid) + ", not to " + who(me) +
-                                            "; refusing it");
-    // SQLite keeps a WAL per file name: two names of one file (a hard link) would each get a
-    // journal of their own and corrupt it.
-    if (st.st_nlink > 1)
-      return base::Status::FailedPrecondition(
-          "the database \"" + path + "\" has " + std::to_string(st.st_nlink) +
-          " hard links: each name would get a journal of its own; use one name (a symbolic "
-          "link is fine)");
-    // SQLite would take a 0-byte file for a new database and write a schema into it.
-    if (st.st_size == 0)
-      return base::Status::FailedPrecondition(
-          "\"" + path + "\" is empty: not a vnflow database; remove it to start a new one");
-  }
-  // Through a symlink, the WAL and the key are beside the file it points to.
-  std::error_code ec;
-  std::filesystem::path real = std::filesystem::weakly_canonical(path, ec);
-  if (ec)
-    real = path;
-  else if (base::Status s = check_folder(real.parent_path()); !s.ok())
-    return s;
-  std::string key = real.string() + ".key";
-  if (::stat(key.c_str(), &st) == 0) {
-    if (st.st_uid != me)
-      return base::Status::PermissionDenied("the key file \"" + key + "\" belongs to " +
-                                            who(st.st_uid) + ", not to " + who(me) +
-                                            "; refusing it");
-    if ((st.st_mode & 077) != 0)
-      return base::Status::PermissionDenied("the key file \"" + key + "\" has mode " +
-                                            octal(st.st_mode) +
-                                            ": others could read or change it; refusing it");
-  }
-  return base::Status::Ok();
-}
-
-// Opens the database after check_database(). Files it creates are 0600 (umask 077, main()).
-std::unique_ptr<engine::Store> open_checked(const std::string& path) {
-  auto s = engine::open_sqlite_store(path);
+// The database, checked (engine::check_database) and opened. Files it creates are 0600
+// (umask 077, main()).
+std::unique_ptr<engine::Store> open_store(const Opts& o) {
+  auto s = engine::open_database(db_path(o));
   if (!s.ok()) {
     fail(s.status());
     return nullptr;
   }
   return std::move(s).value();
-}
-
-std::unique_ptr<engine::Store> open_store(const Opts& o) {
-  std::string path = db_path(o);
-  if (base::Status s = check_database(path); !s.ok()) {
-    fail(s);
-    return nullptr;
-  }
-  return open_checked(path);
-}
-
-std::string iso(int64_t ms) {
-  std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[40];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  char out[48];
-  std::snprintf(out, sizeof out, "%s.%03dZ", buf, static_cast<int>(ms % 1000));
-  return out;
-}
-
-json::value op_json(const engine::OpRecord& op) {
-  // SOL003 VnfLcmOpOcc field names where they exist.
-  static const std::map<std::string, std::string> kOpName = {{"instantiate", "INSTANTIATE"},
-                                                             {"terminate", "TERMINATE"},
-                                                             {"heal", "HEAL"},
-                                                             {"scale", "SCALE"},
-                                                             {"change_ext_conn", "CHANGE_EXT_CONN"},
-                                                             {"modify_info", "MODIFY_INFO"}};
-  json::object o{
-      {"id", op.id},
-      {"operationState", std::string(engine::to_string(op.state))},
-      {"stateEnteredTime", iso(op.updated_ms)},
-      {"startTime", iso(op.created_ms)},
-      {"vnfInstanceId", op.instance_id},
-      {"operation", kOpName.count(op.operation) ? kOpName.at(op.operation) : op.operation},
-      {"isAutomaticInvocation", false},
-      {"operationParams", actions::redact(op.request)},
-      {"isCancelPending", op.cancel_requested}};
-  if (!op.error.is_null()) {
-    const auto& e = op.error.as_object();
-    o["error"] = json::object{{"status", 500},
-                              {"title", e.contains("class") ? e.at("class") : json::value("error")},
-                              {"detail", e.contains("message") ? e.at("message") : json::value("")},
-                              {"state", e.contains("state") ? e.at("state") : json::value("")}};
-  }
-  o["packageDigest"] = op.package_digest;
-  o["machineDigest"] = op.machine_digest;
-  if (op.cursor.is_object()) {
-    if (const json::value* c = op.cursor.as_object().if_contains("cur"))
-      o["position"] = *c;
-  }
-  return o;
-}
-
-std::string position_name(engine::Store& store, const engine::OpRecord& op) {
-  if (!op.cursor.is_object())
-    return "";
-  auto m = engine::operation_machine(store, op);
-  if (!m.ok())
-    return "";
-  const json::value* c = op.cursor.as_object().if_contains("cur");
-  if (c == nullptr || !c->is_int64())
-    return "";
-  auto i = static_cast<size_t>(c->get_int64());
-  return i < m.value()->states.size() ? m.value()->states[i].name : "";
 }
 
 // A field of a JSON object as text ("" when absent), for human output.
@@ -504,11 +329,11 @@ void print_op(engine::Store& store, const engine::OpRecord& op) {
   std::cout << "operation " << printable(op.id) << "\n  " << printable(op.operation)
             << " of instance " << printable(op.instance_id) << "\n  state "
             << engine::to_string(op.state);
-  std::string pos = position_name(store, op);
+  std::string pos = engine::op_position(store, op);
   if (!pos.empty() && !engine::is_final(op.state))
     std::cout << " at " << printable(pos);
-  std::cout << "\n  started " << iso(op.created_ms) << ", last change " << iso(op.updated_ms)
-            << "\n";
+  std::cout << "\n  started " << engine::iso_time(op.created_ms) << ", last change "
+            << engine::iso_time(op.updated_ms) << "\n";
   if (op.error.is_object()) {
     const auto& e = op.error.get_object();
     std::cout << "  error: " << printable(field(e, "state")) << ": " << printable(field(e, "class"))
@@ -520,7 +345,8 @@ void print_op(engine::Store& store, const engine::OpRecord& op) {
 
 // One history event on one line (printable: messages carry hooks' output).
 std::string event_line(const engine::EventRecord& e) {
-  std::string s = iso(e.at_ms) + "  #" + std::to_string(e.seq) + " " + printable(e.kind);
+  std::string s =
+      engine::iso_time(e.at_ms) + "  #" + std::to_string(e.seq) + " " + printable(e.kind);
   if (!e.state.empty())
     s += " " + printable(e.state) + (e.item >= 0 ? "[" + std::to_string(e.item) + "]" : "");
   if (e.attempt > 0)
@@ -544,23 +370,6 @@ std::string event_line(const engine::EventRecord& e) {
   return s;
 }
 
-json::value event_json(const engine::EventRecord& e) {
-  json::object o{{"seq", e.seq}, {"time", iso(e.at_ms)}, {"kind", e.kind}};
-  if (!e.state.empty())
-    o["state"] = e.state;
-  if (e.item >= 0)
-    o["item"] = e.item;
-  if (e.attempt > 0)
-    o["attempt"] = e.attempt;
-  if (!e.key.empty())
-    o["key"] = e.key;
-  if (!e.data.is_null())
-    o["data"] = e.data;
-  return o;
-}
-
-constexpr size_t kMaxRequestBytes = 1 << 20;
-
 // The --request file's JSON ({} without one), refused beyond 1 MiB without reading it all.
 base::Result<json::value> read_request(const Opts& o) {
   auto it = o.kv.find("--request");
@@ -577,7 +386,7 @@ base::Result<json::value> read_request(const Opts& o) {
   };
   struct stat st;
   if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-      static_cast<uint64_t>(st.st_size) > kMaxRequestBytes) {
+      static_cast<uint64_t>(st.st_size) > engine::kMaxRequestBytes) {
     ::close(fd);
     return too_big(std::to_string(st.st_size) + " bytes");
   }
@@ -597,7 +406,7 @@ base::Result<json::value> read_request(const Opts& o) {
     if (n == 0)
       break;
     text.append(buf, static_cast<size_t>(n));
-    if (text.size() > kMaxRequestBytes) {
+    if (text.size() > engine::kMaxRequestBytes) {
       ::close(fd);
       return too_big("more than 1 MiB");
     }
@@ -637,12 +446,7 @@ int cmd_package(const CommandSpec& spec, const Opts& o) {
   json::array a;
   for (const auto& p : list.value()) {
     if (as_json)
-      a.push_back(json::object{{"id", p.id},
-                               {"digest", p.digest},
-                               {"name", p.name},
-                               {"product", p.product},
-                               {"version", p.version},
-                               {"vnfdId", p.vnfd_id}});
+      a.push_back(engine::package_view(p));
     else
       std::cout << printable(p.id) << "  " << printable(p.name) << "  " << printable(p.product)
                 << " " << printable(p.version) << "  sha256:" << printable(p.digest.substr(0, 12))
@@ -691,7 +495,7 @@ int cmd_instance(const CommandSpec& spec, const Opts& o) {
     if (as_json) {
       json::array a;
       for (const auto& i : list)
-        a.push_back(actions::redact(i.record));
+        a.push_back(engine::instance_view(i));
       std::cout << json_text(sub == "show" ? a[0] : json::value(a)) << "\n";
       return 0;
     }
@@ -700,7 +504,7 @@ int cmd_instance(const CommandSpec& spec, const Opts& o) {
                 << printable(i.instantiation_state) << "  package " << printable(i.package_id)
                 << "\n";
       if (sub == "show")
-        std::cout << json_text(actions::redact(i.record)) << "\n";
+        std::cout << json_text(engine::instance_view(i)) << "\n";
     }
     return 0;
   }
@@ -708,7 +512,7 @@ int cmd_instance(const CommandSpec& spec, const Opts& o) {
     auto store = open_store(o);
     if (!store)
       return 1;
-    base::Status s = store->delete_instance(o.pos[0]);
+    base::Status s = engine::delete_instance(*store, o.pos[0]);
     return s.ok() ? 0 : fail(s);
   }
   // An LCM operation.
@@ -724,7 +528,7 @@ int cmd_instance(const CommandSpec& spec, const Opts& o) {
   if (!op.ok())
     return fail(op.status());
   if (as_json)
-    std::cout << json_text(op_json(op.value())) << "\n";
+    std::cout << json_text(engine::op_view(op.value())) << "\n";
   else
     std::cout << printable(op.value().id) << "\n";
   return 0;
@@ -791,11 +595,11 @@ int cmd_op(const CommandSpec& spec, const Opts& o) {
     json::array a;
     for (const auto& op : ops) {
       if (as_json)
-        a.push_back(op_json(op));
+        a.push_back(engine::op_view(op));
       else
         std::cout << printable(op.id) << "  " << printable(op.operation) << "  "
                   << engine::to_string(op.state) << "  instance " << printable(op.instance_id)
-                  << "  " << iso(op.created_ms) << "\n";
+                  << "  " << engine::iso_time(op.created_ms) << "\n";
     }
     if (as_json)
       std::cout << json_text(a) << "\n";
@@ -811,7 +615,7 @@ int cmd_op(const CommandSpec& spec, const Opts& o) {
     if (!op.ok())
       return fail(op.status());
     if (as_json)
-      std::cout << json_text(op_json(op.value())) << "\n";
+      std::cout << json_text(engine::op_view(op.value())) << "\n";
     else
       print_op(*store, op.value());
     return 0;
@@ -826,7 +630,7 @@ int cmd_op(const CommandSpec& spec, const Opts& o) {
     json::array a;
     for (const auto& e : h.value()) {
       if (as_json)
-        a.push_back(event_json(e));
+        a.push_back(engine::event_view(e));
       else
         std::cout << event_line(e) << "\n";
     }
@@ -855,7 +659,7 @@ int cmd_op(const CommandSpec& spec, const Opts& o) {
       }
       if (settled(op.value().state)) {
         if (as_json)
-          std::cout << json_text(op_json(op.value())) << "\n";
+          std::cout << json_text(engine::op_view(op.value())) << "\n";
         else
           print_op(*store, op.value());
         return op.value().state == OpState::kCompleted ? 0 : 1;
@@ -884,7 +688,7 @@ int cmd_op(const CommandSpec& spec, const Opts& o) {
       return fail(r.status());
     }
     if (as_json)
-      std::cout << json_text(op_json(r.value())) << "\n";
+      std::cout << json_text(engine::op_view(r.value())) << "\n";
     else
       std::cout << printable(id) << " " << engine::to_string(r.value().state) << "\n";
     return 0;
@@ -897,48 +701,26 @@ int cmd_op(const CommandSpec& spec, const Opts& o) {
       auto op = store->get_op(id);
       if (!op.ok())
         return fail(op.status());
-      std::cout << json_text(op_json(op.value())) << "\n";
+      std::cout << json_text(engine::op_view(op.value())) << "\n";
     } else {
       std::cout << printable(id) << " cancel requested; it stops at its next transition\n";
     }
     return 0;
   }
   // replay
-  auto op = store->get_op(id);
-  if (!op.ok())
-    return fail(op.status());
   if (o.kv.count("--from")) {
     auto n = engine::replay_from(*store, id, o.kv.at("--from"));
     if (!n.ok())
       return fail(n.status());
     if (as_json)
-      std::cout << json_text(op_json(n.value())) << "\n";
+      std::cout << json_text(engine::op_view(n.value())) << "\n";
     else
       std::cout << printable(n.value().id) << "\n";
     return 0;
   }
-  std::shared_ptr<const workflows::Machine> m;
-  if (o.kv.count("--package")) {
-    base::Diagnostics diags;
-    auto pkg = tosca::load_package(o.kv.at("--package"), tosca::LoadOptions{}, diags);
-    if (pkg == nullptr || diags.has_errors()) {
-      print_diags(diags);
-      return fail(base::Status::InvalidArgument("the package is not valid"));
-    }
-    auto cur = engine::operation_machine(*store, op.value());
-    m = workflows::compile(*pkg, {op.value().operation, cur.ok() ? cur.value()->flavour : ""},
-                           diags);
-    print_diags(diags);
-    if (m == nullptr)
-      return fail(base::Status::InvalidArgument("the package's " + op.value().operation +
-                                                " workflow does not compile"));
-  } else {
-    auto cur = engine::operation_machine(*store, op.value());
-    if (!cur.ok())
-      return fail(cur.status());
-    m = cur.value();
-  }
-  auto rep = engine::replay_dry_run(*store, op.value(), *m);
+  base::Diagnostics diags;
+  auto rep = engine::replay_dry_run(*store, id, o.get("--package"), diags);
+  print_diags(diags);
   if (!rep.ok())
     return fail(rep.status());
   if (as_json) {
@@ -963,8 +745,6 @@ int cmd_op(const CommandSpec& spec, const Opts& o) {
 // --------------------------------------------------------------------------------------
 // The daemon
 
-std::atomic<int> g_signals{0};
-
 // Log lines with their message made printable (hooks' output, names from packages): a log
 // read on a terminal cannot be used to control it, and one event stays one line.
 class PrintableSink : public spdlog::sinks::sink {
@@ -986,73 +766,9 @@ class PrintableSink : public spdlog::sinks::sink {
   std::shared_ptr<spdlog::sinks::sink> inner_;
 };
 
-// A descriptor closed on scope exit.
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-};
-
-// Locks the database file itself (flock on its inode: a symlink or a hard link to it is the
-// same database; flock does not touch SQLite's POSIX locks on Linux). A forked child of a
-// daemon killed a moment ago can hold the lock until it execs, so a held lock is tried
-// again every 50 ms for 3 s. Returns false after printing why.
-bool lock_database(const std::string& path, Fd& lock) {
-  std::error_code ec;
-  std::string real = std::filesystem::canonical(path, ec).string();
-  if (ec)
-    real = path;
-  lock.fd = ::open(real.c_str(), O_RDONLY | O_CLOEXEC);
-  if (lock.fd < 0) {
-    std::cerr << "vnflow daemon: cannot open " << printable(real) << ": " << std::strerror(errno)
-              << "\n";
-    return false;
-  }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  bool said = false;
-  while (::flock(lock.fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EINTR)
-      continue;
-    if (errno != EWOULDBLOCK) {
-      std::cerr << "vnflow daemon: cannot lock " << printable(real) << ": " << std::strerror(errno)
-                << "\n";
-      return false;
-    }
-    if (g_signals > 0)
-      return false;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      std::cerr << "vnflow daemon: another daemon is running on " << printable(real) << "\n";
-      return false;
-    }
-    if (!said)
-      spdlog::info("database locked by another process, trying again for 3 s");
-    said = true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return true;
-}
-
 int cmd_key(const Opts& o) {
   std::string path = db_path(o);
-  if (base::Status s = check_database(path); !s.ok())
-    return fail(s);
-  if (::access(path.c_str(), F_OK) != 0)
-    return fail(base::Status::NotFound("no database \"" + path + "\""));
-  // The daemon keeps the key in memory: rotating under it would leave it sealing with the
-  // old one. Its lock on the database file says whether it runs.
-  Fd lock;
-  std::error_code ec;
-  std::string real = std::filesystem::canonical(path, ec).string();
-  lock.fd = ::open(ec ? path.c_str() : real.c_str(), O_RDONLY | O_CLOEXEC);
-  if (lock.fd < 0 || ::flock(lock.fd, LOCK_EX | LOCK_NB) != 0)
-    return fail(base::Status::FailedPrecondition("a daemon is running on " + path +
-                                                 "; stop it before rotating the key"));
-  auto store = open_checked(path);
-  if (!store)
-    return 1;
-  if (base::Status s = store->rotate_key(); !s.ok())
+  if (base::Status s = engine::rotate_database_key(path); !s.ok())
     return fail(s);
   std::cout << "key rotated: every secret of " << printable(path)
             << " is sealed with the new key\n";
@@ -1060,7 +776,8 @@ int cmd_key(const Opts& o) {
 }
 
 int cmd_daemon(const CommandSpec& spec, const Opts& o) {
-  engine::EngineOptions eo;
+  engine::DaemonOptions d;
+  engine::EngineOptions& eo = d.engine;
   struct {
     const char* name;
     int* to;
@@ -1083,86 +800,17 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
     eo.poll = std::chrono::milliseconds(*n);
   }
   if (o.kv.count("--hook-user")) {
-    const std::string& user = o.kv.at("--hook-user");
-    if (::geteuid() != 0)
-      return usage_error(spec, "--hook-user needs the daemon to run as root (it runs as " +
-                                   who(::geteuid()) + "; hooks run as that user)");
-    struct passwd pw;
-    struct passwd* found = nullptr;
-    std::vector<char> buf(4096);
-    if (::getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr)
-      return usage_error(spec, "--hook-user: no user \"" + user + "\"");
-    if (found->pw_uid == 0)
-      return usage_error(spec, "--hook-user must not be root");
-    eo.hook_user = user;
+    // A usage error (exit 2) before anything is opened; the engine's rule.
+    if (base::Status s = engine::check_hook_user(o.kv.at("--hook-user"), "--hook-user"); !s.ok())
+      return usage_error(spec, s.message());
+    eo.hook_user = o.kv.at("--hook-user");
   }
-  // Hooks run as the daemon's user unless --hook-user: not dumpable, this process's memory
-  // (the database key, VIM secrets) and /proc/<pid>/fd stay out of their reach.
-  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  // Signals are caught from here on (a SIGTERM while waiting for the lock stops the wait):
-  // the first SIGTERM/SIGINT/SIGHUP drains, a second stops hard.
-  std::atomic<engine::Engine*> running{nullptr};
-  boost::asio::io_context sig_io;
-  boost::asio::signal_set signals(sig_io, SIGTERM, SIGINT, SIGHUP);
-  std::function<void(const boost::system::error_code&, int)> on_signal =
-      [&](const boost::system::error_code& ec, int sig) {
-        if (ec)
-          return;
-        int n = ++g_signals;
-        spdlog::info("signal {}: {}", sig,
-                     n == 1 ? "draining (in-flight steps finish; a second signal stops now)"
-                            : "stopping now");
-        if (engine::Engine* e = running.load())
-          e->stop(n == 1);
-        signals.async_wait(on_signal);
-      };
-  signals.async_wait(on_signal);
-  std::thread sig_thread([&] { sig_io.run(); });
-  struct Joiner {
-    boost::asio::io_context& io;
-    std::thread& t;
-    ~Joiner() {
-      io.stop();
-      if (t.joinable())
-        t.join();
-    }
-  } joiner{sig_io, sig_thread};
-
-  std::string path = db_path(o);
-  if (base::Status s = check_database(path); !s.ok())
+  d.db_path = db_path(o);
+  d.work_dir = o.get("--work-dir");
+  engine::Daemon daemon(std::move(d));
+  if (base::Status s = daemon.start(); !s.ok())
     return fail(s);
-  // Declared before the store, so closed after it: closing any descriptor of the database
-  // file drops this process's POSIX locks on it, SQLite's included. An existing database is
-  // locked before SQLite opens it (a second daemon must not touch it, even through another
-  // name with a WAL of its own); a new one once SQLite has made it.
-  Fd lock;
-  bool existed = ::access(path.c_str(), F_OK) == 0;
-  if (existed && !lock_database(path, lock))
-    return 1;
-  auto store = open_checked(path);
-  if (!store)
-    return 1;
-  if (!existed && !lock_database(path, lock))
-    return 1;
-  eo.work_root = o.kv.count("--work-dir")
-                     ? o.kv.at("--work-dir")
-                     : (std::filesystem::path(path).parent_path() / "work").string();
-  eo.owner = "daemon-" + std::to_string(::getpid());
-  engine::Engine eng(*store, actions::Registry::standard(), eo);
-  // The work root, and no hook of a previous daemon still running (waits up to 30 s).
-  if (base::Status s = eng.prepare(); !s.ok())
-    return fail(s);
-  running = &eng;
-  if (int n = g_signals.load(); n > 0)
-    eng.stop(n == 1);
-  spdlog::info("vnflow daemon on {} ({} workers, work dir {})", path, eo.workers, eo.work_root);
-  eng.run();
-  auto st = eng.stats();
-  spdlog::info("stopped: {} commits, {} transitions, {} actions", st.commits, st.batches,
-               st.actions);
-  sig_io.stop();
-  sig_thread.join();
-  running = nullptr;
+  daemon.run();
   return 0;
 }
 

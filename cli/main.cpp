@@ -21,8 +21,8 @@
 #include <sys/stat.h>
 
 #include "base/base.h"
-#include "engine/daemon/cli.h"
-#include "engine/daemon/cli_internal.h"
+#include "cli/cli.h"
+#include "cli/cli_internal.h"
 #include "tosca/tosca.h"
 
 namespace vnflow_cli {
@@ -161,6 +161,14 @@ json::object diag_json(const base::Diagnostic& d) {
   return o;
 }
 
+// Every diagnostic, in order, as JSON (the --json twin of print_diags).
+json::array diags_json(const base::Diagnostics& diags) {
+  json::array ds;
+  for (const auto& d : diags.sorted())
+    ds.push_back(diag_json(d));
+  return ds;
+}
+
 json::value node_json(tosca::Node n, int depth = 0) {
   if (depth > 64)
     return nullptr;
@@ -221,10 +229,7 @@ int cmd_validate(const Args& a) {
       o["warnings"] = warnings;
       if (a.repeat > 1)
         o["median_ms"] = median(times);
-      json::array ds;
-      for (const auto& d : diags.sorted())
-        ds.push_back(diag_json(d));
-      o["diagnostics"] = std::move(ds);
+      o["diagnostics"] = diags_json(diags);
       packages.push_back(std::move(o));
     } else {
       print_diags(diags);
@@ -491,11 +496,8 @@ int cmd_inspect(const Args& a) {
   if (!pkg) {
     if (a.json) {
       json::object doc;
-      json::array ds;
-      for (const auto& d : diags.sorted())
-        ds.push_back(diag_json(d));
       doc["valid"] = false;
-      doc["diagnostics"] = std::move(ds);
+      doc["diagnostics"] = diags_json(diags);
       std::cout << json_text(doc) << "\n";
     }
     return 1;
@@ -548,10 +550,7 @@ int cmd_inspect(const Args& a) {
     for (const auto* f : flavours)
       fl.push_back(flavour_json(*f));
     doc["flavours"] = std::move(fl);
-    json::array ds;
-    for (const auto& d : diags.sorted())
-      ds.push_back(diag_json(d));
-    doc["diagnostics"] = std::move(ds);
+    doc["diagnostics"] = diags_json(diags);
     std::cout << json_text(doc) << "\n";
     return valid ? 0 : 1;
   }

@@ -11,8 +11,7 @@
 
 #include <boost/json.hpp>
 
-#include "actions/actions.h"
-#include "engine/daemon/cli_internal.h"
+#include "cli/cli_internal.h"
 #include "engine/engine.h"
 #include "tosca/tosca.h"
 
@@ -131,20 +130,14 @@ constexpr const char* kVimCommon =
     "  --db FILE     the database, else $VNFLOW_DB, else ~/.local/share/vnflow/vnflow.db\n";
 
 void print_vim(const engine::VimRecord& v, bool as_json) {
-  json::object o{{"id", v.id},
-                 {"name", v.name},
-                 {"type", v.type},
-                 {"is_default", v.is_default},
-                 {"auth_cred", v.summary}};
-  if (v.extra.contains("heat_files"))
-    o["heat_files"] = static_cast<int64_t>(v.extra.at("heat_files").as_object().size());
   if (as_json) {
-    std::cout << json_text(o) << "\n";
+    std::cout << json_text(engine::vim_view(v)) << "\n";
     return;
   }
+  json::object view = engine::vim_view(v);
   std::cout << "id:       " << printable(v.id) << "\nname:     " << printable(v.name)
             << "\ntype:     " << printable(v.type) << (v.is_default ? " (default)" : "") << "\n";
-  for (const auto& [k, val] : v.summary)
+  for (const auto& [k, val] : view.at("auth_cred").as_object())
     std::cout << "  " << printable(k) << ": "
               << printable(val.is_string() ? std::string(val.get_string()) : json::serialize(val))
               << "\n";
@@ -228,11 +221,12 @@ int cmd_vim(const CommandSpec& spec, const Opts& o, engine::Store& store) {
   if (sub == "register") {
     engine::VimRecord v;
     v.name = opt("--name");
-    v.type = opt("--type").empty() ? "openstack" : opt("--type");
+    std::string type = opt("--type").empty() ? "openstack" : opt("--type");
     if (v.name.empty())
       return usage_error(spec, "--name is required");
-    if (v.type != "openstack" && v.type != "kubernetes")
-      return usage_error(spec, "--type is openstack or kubernetes, not \"" + v.type + "\"");
+    v.type = engine::vim_type(type);
+    if (v.type.empty())
+      return usage_error(spec, "--type is openstack or kubernetes, not \"" + type + "\"");
     json::object a;
     if (v.type == "openstack") {
       std::string cloud = opt("--cloud");
@@ -279,9 +273,6 @@ int cmd_vim(const CommandSpec& spec, const Opts& o, engine::Store& store) {
         std::string ca(a.at("cacert").as_string());
         a["cacert"] = std::filesystem::absolute(ca).string();
       }
-      base::Status c = actions::check_openstack_access(a);
-      if (!c.ok())
-        return fail(c);
       if (!opt("--heat-env").empty()) {
         base::Status h = load_heat_env(opt("--heat-env"), v.extra);
         if (!h.ok())
@@ -309,19 +300,14 @@ int cmd_vim(const CommandSpec& spec, const Opts& o, engine::Store& store) {
           return fail(t.status());
         a["ssl_ca_cert"] = t.value();
       }
-      if (!a.contains("server") || !a.contains("bearer_token"))
-        return fail(
-            base::Status::InvalidArgument("a Kubernetes VIM needs --server and --token-file"));
     }
     v.access = std::move(a);
-    v.summary = actions::redact(v.access).as_object();
     v.is_default = flags.count("--default") > 0;
-    auto prev = store.get_vim(v.name, false);
-    v.id = !opt("--id").empty() ? opt("--id") : prev.ok() ? prev.value().id : engine::new_id();
-    v.created_ms = engine::now_ms();
-    base::Status s = store.put_vim(v);
-    if (!s.ok())
-      return fail(s);
+    v.id = opt("--id");
+    auto reg = engine::register_vim(store, std::move(v), "");
+    if (!reg.ok())
+      return fail(reg.status());
+    v = std::move(reg).value();
     if (as_json)
       std::cout << json_text(json::object{{"id", v.id}, {"name", v.name}}) << "\n";
     else
@@ -334,44 +320,36 @@ int cmd_vim(const CommandSpec& spec, const Opts& o, engine::Store& store) {
       return fail(list.status());
     json::array arr;
     for (const auto& v : list.value()) {
+      json::object view = engine::vim_view(v);
       if (as_json) {
-        arr.push_back(json::object{{"id", v.id},
-                                   {"name", v.name},
-                                   {"type", v.type},
-                                   {"is_default", v.is_default},
-                                   {"auth_cred", v.summary}});
-      } else {
-        std::string where = v.summary.contains("auth_url") && v.summary.at("auth_url").is_string()
-                                ? std::string(v.summary.at("auth_url").get_string())
-                            : v.summary.contains("server") && v.summary.at("server").is_string()
-                                ? std::string(v.summary.at("server").get_string())
-                                : std::string();
-        std::cout << printable(v.id) << "  " << printable(v.name) << "  " << printable(v.type)
-                  << "  " << printable(where) << (v.is_default ? "  (default)" : "") << "\n";
+        arr.push_back(std::move(view));
+        continue;
       }
+      const json::object& cred = view.at("auth_cred").as_object();
+      std::string where = cred.contains("auth_url") && cred.at("auth_url").is_string()
+                              ? std::string(cred.at("auth_url").get_string())
+                          : cred.contains("server") && cred.at("server").is_string()
+                              ? std::string(cred.at("server").get_string())
+                              : std::string();
+      std::cout << printable(v.id) << "  " << printable(v.name) << "  " << printable(v.type) << "  "
+                << printable(where) << (v.is_default ? "  (default)" : "") << "\n";
     }
     if (as_json)
       std::cout << json_text(arr) << "\n";
     return 0;
   }
-  // show, delete
-  {
-    auto v = store.get_vim(pos[0], false);
-    if (!v.ok())
-      return fail(v.status());
-    if (sub == "show") {
-      print_vim(v.value(), as_json);
-      return 0;
-    }
-    base::Status s = store.delete_vim(v.value().id);
-    if (!s.ok())
-      return fail(s);
-    if (as_json)
-      std::cout << json_text(json::object{{"id", v.value().id}, {"name", v.value().name}}) << "\n";
-    else
-      std::cout << printable(v.value().id) << "\n";
+  auto v = sub == "show" ? engine::show_vim(store, pos[0]) : engine::delete_vim(store, pos[0]);
+  if (!v.ok())
+    return fail(v.status());
+  if (sub == "show") {
+    print_vim(v.value(), as_json);
     return 0;
   }
+  if (as_json)
+    std::cout << json_text(json::object{{"id", v.value().id}, {"name", v.value().name}}) << "\n";
+  else
+    std::cout << printable(v.value().id) << "\n";
+  return 0;
 }
 
 }  // namespace vnflow_cli

@@ -1,0 +1,341 @@
+// A daemon on a database: the checks of the database's folder and files, the
+// single-daemon lock, signals and drain, around one Engine.
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <fcntl.h>
+#include <pwd.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+
+namespace engine {
+
+namespace {
+
+std::string who(uid_t uid) {
+  std::string s = "uid " + std::to_string(uid);
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  std::vector<char> buf(4096);
+  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr)
+    s += " (" + std::string(found->pw_name) + ")";
+  return s;
+}
+
+std::string octal(mode_t m) {
+  char b[8];
+  std::snprintf(b, sizeof b, "%04o", static_cast<unsigned>(m & 07777));
+  return b;
+}
+
+// Creates the missing folders of `dir`, each 0700.
+base::Status make_dirs(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (dir.empty() || std::filesystem::exists(dir, ec))
+    return base::Status::Ok();
+  if (base::Status s = make_dirs(dir.parent_path()); !s.ok())
+    return s;
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return base::Status::Unavailable("cannot create folder \"" + dir.string() +
+                                     "\": " + std::strerror(errno));
+  return base::Status::Ok();
+}
+
+// The database's folder decides who can swap the database or read the key beside it: it
+// must belong to this user (or root) and be writable by nobody else, sticky or not.
+base::Status check_folder(const std::filesystem::path& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0)
+    return base::Status::Unavailable("cannot use folder \"" + dir.string() +
+                                     "\": " + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return base::Status::FailedPrecondition("\"" + dir.string() + "\" is not a folder");
+  uid_t me = ::geteuid();
+  if (st.st_uid != me && st.st_uid != 0)
+    return base::Status::PermissionDenied(
+        "the database folder \"" + dir.string() + "\" belongs to " + who(st.st_uid) + ", not to " +
+        who(me) + ": its owner could read the secrets or swap the database; refusing it");
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    return base::Status::PermissionDenied(
+        "the database folder \"" + dir.string() + "\" is writable by group or others (mode " +
+        octal(st.st_mode) + "): they could swap the database; refusing it");
+  return base::Status::Ok();
+}
+
+// A descriptor closed on scope exit.
+struct Fd {
+  int fd = -1;
+  Fd() = default;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+// The file whose inode is locked: a symlink or a hard link to it is the same database.
+std::string lock_path(const std::string& path) {
+  std::error_code ec;
+  std::string real = std::filesystem::canonical(path, ec).string();
+  return ec ? path : real;
+}
+
+}  // namespace
+
+base::Status check_database(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty())
+    dir = ".";
+  if (base::Status s = make_dirs(dir); !s.ok())
+    return s;
+  if (base::Status s = check_folder(dir); !s.ok())
+    return s;
+  uid_t me = ::geteuid();
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode))
+      return base::Status::FailedPrecondition("\"" + path + "\" is not a regular file");
+    if (st.st_uid != me)
+      return base::Status::PermissionDenied("the database \"" + path + "\" belongs to " +
+                                            who(st.st_uid) + ", not to " + who(me) +
+                                            "; refusing it");
+    // SQLite keeps a WAL per file name: two names of one file (a hard link) would each get a
+    // journal of their own and corrupt it.
+    if (st.st_nlink > 1)
+      return base::Status::FailedPrecondition(
+          "the database \"" + path + "\" has " + std::to_string(st.st_nlink) +
+          " hard links: each name would get a journal of its own; use one name (a symbolic "
+          "link is fine)");
+    // SQLite would take a 0-byte file for a new database and write a schema into it.
+    if (st.st_size == 0)
+      return base::Status::FailedPrecondition(
+          "\"" + path + "\" is empty: not a vnflow database; remove it to start a new one");
+  }
+  // Through a symlink, the WAL and the key are beside the file it points to.
+  std::error_code ec;
+  std::filesystem::path real = std::filesystem::weakly_canonical(path, ec);
+  if (ec)
+    real = path;
+  else if (base::Status s = check_folder(real.parent_path()); !s.ok())
+    return s;
+  std::string key = real.string() + ".key";
+  if (::stat(key.c_str(), &st) == 0) {
+    if (st.st_uid != me)
+      return base::Status::PermissionDenied("the key file \"" + key + "\" belongs to " +
+                                            who(st.st_uid) + ", not to " + who(me) +
+                                            "; refusing it");
+    if ((st.st_mode & 077) != 0)
+      return base::Status::PermissionDenied("the key file \"" + key + "\" has mode " +
+                                            octal(st.st_mode) +
+                                            ": others could read or change it; refusing it");
+  }
+  return base::Status::Ok();
+}
+
+base::Result<std::unique_ptr<Store>> open_database(const std::string& path) {
+  if (base::Status s = check_database(path); !s.ok())
+    return s;
+  return open_sqlite_store(path);
+}
+
+base::Status check_hook_user(std::string_view user, std::string_view subject) {
+  std::string who_says(subject);
+  if (::geteuid() != 0)
+    return base::Status::InvalidArgument(who_says +
+                                         " needs the daemon to run as root (it runs as " +
+                                         who(::geteuid()) + "; hooks run as that user)");
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  std::string name(user);
+  if (::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr)
+    return base::Status::InvalidArgument(who_says + ": no user \"" + name + "\"");
+  if (found->pw_uid == 0)
+    return base::Status::InvalidArgument(who_says + " must not be root");
+  return base::Status::Ok();
+}
+
+base::Status rotate_database_key(const std::string& path) {
+  if (base::Status s = check_database(path); !s.ok())
+    return s;
+  if (::access(path.c_str(), F_OK) != 0)
+    return base::Status::NotFound("no database \"" + path + "\"");
+  Fd lock;
+  lock.fd = ::open(lock_path(path).c_str(), O_RDONLY | O_CLOEXEC);
+  if (lock.fd < 0 || ::flock(lock.fd, LOCK_EX | LOCK_NB) != 0)
+    return base::Status::FailedPrecondition("a daemon is running on " + path +
+                                            "; stop it before rotating the key");
+  auto store = open_sqlite_store(path);
+  if (!store.ok())
+    return store.status();
+  return store.value()->rotate_key();
+}
+
+// ---------------------------------------------------------------------------------------
+// Daemon
+
+struct Daemon::Impl {
+  DaemonOptions opt;
+  std::atomic<int> signals_seen{0};
+  std::atomic<Engine*> running{nullptr};
+  boost::asio::io_context sig_io;
+  boost::asio::signal_set signals{sig_io};
+  std::thread sig_thread;
+  // Declared before the store, so closed after it: closing any descriptor of the database
+  // file drops this process's POSIX locks on it, SQLite's included.
+  Fd lock;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<Engine> engine;
+
+  explicit Impl(DaemonOptions o) : opt(std::move(o)) {}
+
+  ~Impl() {
+    sig_io.stop();
+    if (sig_thread.joinable())
+      sig_thread.join();
+  }
+
+  void catch_signals() {
+    signals.add(SIGTERM);
+    signals.add(SIGINT);
+    signals.add(SIGHUP);
+    wait_signal();
+    sig_thread = std::thread([this] { sig_io.run(); });
+  }
+
+  void wait_signal() {
+    signals.async_wait([this](const boost::system::error_code& ec, int sig) {
+      if (ec)
+        return;
+      int n = ++signals_seen;
+      spdlog::info(
+          "signal {}: {}", sig,
+          n == 1 ? "draining (in-flight steps finish; a second signal stops now)" : "stopping now");
+      if (Engine* e = running.load())
+        e->stop(n == 1);
+      wait_signal();
+    });
+  }
+
+  // Locks the database file itself (flock on its inode; flock does not touch SQLite's POSIX
+  // locks on Linux). A held lock is tried again every 50 ms for 3 s.
+  base::Status lock_database() {
+    std::string real = lock_path(opt.db_path);
+    lock.fd = ::open(real.c_str(), O_RDONLY | O_CLOEXEC);
+    if (lock.fd < 0)
+      return base::Status::Unavailable("cannot open " + real + ": " + std::strerror(errno));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    bool said = false;
+    while (::flock(lock.fd, LOCK_EX | LOCK_NB) != 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno != EWOULDBLOCK)
+        return base::Status::Unavailable("cannot lock " + real + ": " + std::strerror(errno));
+      if (signals_seen > 0)
+        return base::Status::Unavailable("stopped by a signal while waiting for the lock of " +
+                                         real);
+      if (std::chrono::steady_clock::now() >= deadline)
+        return base::Status::FailedPrecondition("another daemon is running on " + real);
+      if (!said)
+        spdlog::info("database locked by another process, trying again for 3 s");
+      said = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return base::Status::Ok();
+  }
+
+  base::Status start() {
+    // Hooks run as the daemon's user unless a hook user is given: not dumpable, this
+    // process's memory (the database key, VIM secrets) and /proc/<pid>/fd stay out of their
+    // reach.
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    if (!opt.engine.hook_user.empty()) {
+      if (base::Status s = check_hook_user(opt.engine.hook_user); !s.ok())
+        return s;
+    }
+    // Signals are caught from here on (a SIGTERM while waiting for the lock stops the wait).
+    catch_signals();
+    if (base::Status s = check_database(opt.db_path); !s.ok())
+      return s;
+    // An existing database is locked before SQLite opens it (a second daemon must not touch
+    // it, even through another name with a WAL of its own); a new one once SQLite made it.
+    bool existed = ::access(opt.db_path.c_str(), F_OK) == 0;
+    if (existed) {
+      if (base::Status s = lock_database(); !s.ok())
+        return s;
+    }
+    auto st = open_sqlite_store(opt.db_path);
+    if (!st.ok())
+      return st.status();
+    store = std::move(st).value();
+    if (!existed) {
+      if (base::Status s = lock_database(); !s.ok())
+        return s;
+    }
+    opt.engine.work_root =
+        !opt.work_dir.empty()
+            ? opt.work_dir
+            : (std::filesystem::path(opt.db_path).parent_path() / "work").string();
+    opt.engine.owner = "daemon-" + std::to_string(::getpid());
+    engine = std::make_unique<Engine>(*store, opt.registry, opt.engine);
+    // The work root, and no hook of a previous daemon still running (waits up to 30 s).
+    if (base::Status s = engine->prepare(); !s.ok())
+      return s;
+    running = engine.get();
+    if (int n = signals_seen.load(); n > 0)
+      engine->stop(n == 1);
+    return base::Status::Ok();
+  }
+};
+
+Daemon::Daemon(DaemonOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+Daemon::~Daemon() {
+  if (impl_) {
+    impl_->running = nullptr;
+    impl_->sig_io.stop();
+    if (impl_->sig_thread.joinable())
+      impl_->sig_thread.join();
+  }
+}
+
+base::Status Daemon::start() {
+  return impl_->start();
+}
+
+EngineStats Daemon::run() {
+  if (!impl_->engine)
+    return {};
+  spdlog::info("vnflow daemon on {} ({} workers, work dir {})", impl_->opt.db_path,
+               impl_->opt.engine.workers, impl_->opt.engine.work_root);
+  impl_->engine->run();
+  auto st = impl_->engine->stats();
+  spdlog::info("stopped: {} commits, {} transitions, {} actions", st.commits, st.batches,
+               st.actions);
+  return st;
+}
+
+void Daemon::stop(bool drain) {
+  if (Engine* e = impl_->running.load())
+    e->stop(drain);
+}
+
+const DaemonOptions& Daemon::options() const {
+  return impl_->opt;
+}
+
+}  // namespace engine
