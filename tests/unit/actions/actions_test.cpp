@@ -1,5 +1,6 @@
 // actions: the pure parts of the Heat actions and the secret sealing the VIM registry uses.
-// The calls themselves are tested against real Keystone + Heat (tests/openstack/).
+// The calls are tested on a scripted Keystone + Heat (heat_sweep_test.cpp) and against a
+// real one (tests/openstack/).
 #include "actions/actions.h"
 
 #include <filesystem>
