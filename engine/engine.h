@@ -329,8 +329,11 @@ struct ReplayReport {
   std::string divergence;          // one line
   std::vector<std::string> steps;  // "state -> next" lines, as re-driven
 };
+// Drives the executor's own stepper with the recorded results; `max_redispatch` is the
+// daemon's (EngineOptions), for histories where its poison guard stopped a step.
 base::Result<ReplayReport> replay_dry_run(Store& store, const OpRecord& op,
-                                          const workflows::Machine& machine);
+                                          const workflows::Machine& machine,
+                                          int max_redispatch = 3);
 // The same for operation `op_id` against its own machine, or (with `package_path`) the
 // machine of the same operation and flavour compiled from that package, whose problems go
 // to `diags`.

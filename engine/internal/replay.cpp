@@ -1,214 +1,280 @@
-// replay --dry-run: re-drives an operation's machine against its recorded results.
-#include <map>
+// replay --dry-run: drives the executor's own stepper (stepper.h) with an operation's
+// recorded inputs — action results, resumes after a restart or an operator's retry or
+// rollback, cancels, timers — and compares every event it decides with the recorded one.
+// Nothing runs: inline record actions run on the replay's copy of the record, the VIM ones
+// without a store.
+#include <algorithm>
 
 #include <boost/json.hpp>
 
 #include "actions/actions.h"
 #include "engine/engine.h"
 #include "engine/internal/cursor.h"
+#include "engine/internal/stepper.h"
 #include "engine/internal/vim_actions.h"
 
 namespace engine {
 
 namespace json = boost::json;
+using workflows::Machine;
+using workflows::State;
 
 namespace {
 
-struct Recorded {
-  bool ok = false;
-  json::value outputs;
-  std::string action;
-  std::string cls, message;
+std::string where(const EventRecord& e) {
+  std::string w = e.kind;
+  if (!e.state.empty())
+    w += " " + e.state;
+  if (e.item >= 0)
+    w += "[" + std::to_string(e.item) + "]";
+  if (e.attempt > 0)
+    w += " attempt " + std::to_string(e.attempt);
+  return w;
+}
+
+// "" when the decided event is the recorded one (the time aside), else what differs.
+std::string differs(const EventRecord& got, const EventRecord& want) {
+  if (got.kind != want.kind || got.state != want.state || got.item != want.item ||
+      got.attempt != want.attempt)
+    return "the machine decides \"" + where(got) + "\"; the recording has \"" + where(want) + "\"";
+  if (got.key != want.key)
+    return where(got) + ": key " + got.key + "; the recording has " + want.key;
+  if (got.data != want.data)
+    return where(got) + ": the machine's data " + json::serialize(got.data) + "; the recording's " +
+           json::serialize(want.data);
+  return "";
+}
+
+std::optional<OpState> state_named(const json::value& data) {
+  const json::value* s = data.is_object() ? data.get_object().if_contains("state") : nullptr;
+  if (s == nullptr || !s->is_string())
+    return std::nullopt;
+  for (OpState st :
+       {OpState::kStarting, OpState::kProcessing, OpState::kRollingBack, OpState::kFailedTemp,
+        OpState::kCompleted, OpState::kFailed, OpState::kRolledBack})
+    if (to_string(st) == s->get_string())
+      return st;
+  return std::nullopt;
+}
+
+std::string text_of(const json::value& data, std::string_view field) {
+  const json::value* v = data.is_object() ? data.get_object().if_contains(field) : nullptr;
+  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+}
+
+class Replayer {
+ public:
+  Replayer(const OpRecord& op, std::shared_ptr<const Machine> m, const json::object& stored_outputs,
+           int max_redispatch, std::vector<EventRecord> recording)
+      : stepper_(
+            [](std::string_view a) { return actions::is_instance_action(a) || is_vim_action(a); },
+            [](std::string_view a, const json::object& in, json::value& record) {
+              if (is_vim_action(a))
+                return run_vim_action(nullptr, a, in, record);
+              return actions::run_instance_action(a, in, record);
+            },
+            max_redispatch),
+        stored_outputs_(stored_outputs),
+        rec_(std::move(recording)),
+        op_final_(!is_active(op.state)) {
+    r_.id = op.id;
+    r_.instance_id = op.instance_id;
+    r_.operation = op.operation;
+    r_.m = std::move(m);
+    r_.request = op.request;
+    r_.state = OpState::kStarting;
+    r_.opv = json::object{{"id", op.id},
+                          {"operation", op.operation},
+                          {"instance_id", op.instance_id},
+                          {"attempt", 1}};
+    r_.c.cur = r_.m->start;
+    r_.cyclic = cyclic_states(*r_.m);
+  }
+
+  ReplayReport run() {
+    for (int guard = 0; guard < 1000000 && p_ < rec_.size() && !rep_.diverged; ++guard) {
+      const EventRecord& e = rec_[p_];
+      int64_t now = e.at_ms;
+      if (e.kind == "op_processing" || e.kind == "resumed" || e.kind == "rollback_resumed") {
+        OpState stored = OpState::kStarting;
+        if (e.kind == "op_processing") {
+          if (const json::value* i =
+                  e.data.is_object() ? e.data.get_object().if_contains("instance") : nullptr)
+            r_.instance = *i;
+        } else {
+          auto st = state_named(e.data);
+          if (!st) {
+            diverge(where(e) + ": the recording names no operation state");
+            break;
+          }
+          stored = *st;
+        }
+        r_.state = stored;
+        r_.final_ = false;
+        r_.timer_at = 0;
+        stepper_.resume(r_, stored, now, true);
+        if (!take())
+          break;
+        go_on(now);
+        continue;
+      }
+      if (e.kind == "cancel_requested") {
+        stepper_.cancel(r_, now, true);
+        if (!take())
+          break;
+        go_on(now);
+        continue;
+      }
+      int idx = -2;
+      actions::Outcome out;
+      if (is_result(e, idx, out)) {
+        stepper_.result(r_, r_.c.cur, idx, out, now);
+        if (!take())
+          break;
+        go_on(now);
+        continue;
+      }
+      // Nothing but time (a durable wait, a retry's delay) or a commit moved it on.
+      size_t before = p_;
+      stepper_.advance(r_, now, false);
+      if (!take())
+        break;
+      if (p_ == before) {
+        diverge("the recording has \"" + where(e) + "\" here; the machine decides nothing");
+        break;
+      }
+    }
+    if (!rep_.diverged && r_.final_)
+      rep_.steps.push_back(state_name(r_.c.cur) + " -> " + std::string(to_string(r_.final_state)));
+    else if (!rep_.diverged)
+      rep_.steps.push_back(state_name(r_.c.cur) + " -> (the recording ends here)");
+    return rep_;
+  }
+
+ private:
+  // A draining daemon starts nothing new, and the recording then goes on with a resume:
+  // the stepper is asked twice, first as if stopping, then (unless a resume follows) not.
+  void go_on(int64_t now) {
+    if (rep_.diverged || r_.final_)
+      return;
+    if (p_ < rec_.size() && (rec_[p_].kind == "resumed" || rec_[p_].kind == "rollback_resumed"))
+      return;
+    stepper_.advance(r_, now, false);
+    take();
+  }
+
+  // Is `e` the result of a call in flight? Then `idx` and `out` describe it.
+  bool is_result(const EventRecord& e, int& idx, actions::Outcome& out) {
+    if (e.kind != "succeeded" && e.kind != "failed" && e.kind != "retry_scheduled" &&
+        e.kind != "compensated")
+      return false;
+    if (r_.state == OpState::kRollingBack) {
+      if (r_.c.rb_item.status != ItemStatus::kDispatched || e.kind == "succeeded" ||
+          e.kind == "retry_scheduled")
+        return false;
+      idx = kRollbackItem;
+    } else {
+      if (e.kind == "compensated" || r_.c.cur < 0 ||
+          static_cast<size_t>(r_.c.cur) >= r_.m->states.size())
+        return false;
+      const State& s = r_.m->states[static_cast<size_t>(r_.c.cur)];
+      if (s.name != e.state)
+        return false;
+      idx = s.for_each.empty() ? 0 : e.item;
+      if (idx < 0 || static_cast<size_t>(idx) >= r_.c.items.size() ||
+          r_.c.items[static_cast<size_t>(idx)].status != ItemStatus::kDispatched)
+        return false;
+    }
+    if (e.kind == "succeeded" || e.kind == "compensated") {
+      out = actions::Outcome::success(outputs_of(e));
+    } else {
+      out = actions::Outcome::failure(text_of(e.data, "class"), text_of(e.data, "message"));
+    }
+    return true;
+  }
+
+  // The outputs a recorded success carried: as recorded, or, where the history shows only
+  // "*** (secret_output)" / "*** (hide_output)", the stored outputs of the state.
+  json::value outputs_of(const EventRecord& e) {
+    if (e.data.is_string() && e.data.get_string().starts_with("*** (")) {
+      const json::value* v = stored_outputs_.if_contains(e.state);
+      if (v == nullptr)
+        return nullptr;
+      if (e.item >= 0 && v->is_array() && static_cast<size_t>(e.item) < v->get_array().size())
+        return v->get_array()[static_cast<size_t>(e.item)];
+      return *v;
+    }
+    return e.data;
+  }
+
+  // Compares what the stepper decided with the recording; applies the decisions a commit
+  // would (the state written, the claim). False on a divergence.
+  bool take() {
+    int cur_before = last_cur_;
+    for (const auto& got : r_.pending.events) {
+      if (p_ >= rec_.size()) {
+        if (op_final_)
+          diverge("the machine goes on (\"" + where(got) + "\"); the recording ends before");
+        break;
+      }
+      std::string why = differs(got, rec_[p_]);
+      if (!why.empty()) {
+        diverge("event " + std::to_string(p_ + 1) + ": " + why);
+        break;
+      }
+      ++p_;
+    }
+    r_.pending = Batch{};
+    if (r_.new_state && !r_.final_)
+      r_.state = *r_.new_state;
+    else if (!r_.new_state && r_.state == OpState::kStarting)
+      r_.state = OpState::kProcessing;
+    r_.new_state.reset();
+    r_.set_error = false;
+    r_.dirty = false;
+    r_.to_start.clear();
+    if (r_.c.cur != cur_before && cur_before >= 0)
+      rep_.steps.push_back(state_name(cur_before) + " -> " + state_name(r_.c.cur));
+    last_cur_ = r_.c.cur;
+    return !rep_.diverged;
+  }
+
+  std::string state_name(int i) const {
+    return i >= 0 && static_cast<size_t>(i) < r_.m->states.size()
+               ? r_.m->states[static_cast<size_t>(i)].name
+               : std::string("(no state)");
+  }
+
+  void diverge(std::string why) {
+    rep_.diverged = true;
+    rep_.divergence = std::move(why);
+  }
+
+  Stepper stepper_;
+  Run r_;
+  const json::object& stored_outputs_;
+  std::vector<EventRecord> rec_;
+  bool op_final_;
+  size_t p_ = 0;
+  int last_cur_ = -1;
+  ReplayReport rep_;
 };
 
 }  // namespace
 
-base::Result<ReplayReport> replay_dry_run(Store& store, const OpRecord& op,
-                                          const workflows::Machine& m) {
+base::Result<ReplayReport> replay_dry_run(Store& store, const OpRecord& op, const Machine& m,
+                                          int max_redispatch) {
   auto hist = store.history(op.id);
   if (!hist.ok())
     return hist.status();
-  ReplayReport rep;
-  // What the recording did: the states it entered, in order, and each call's last result.
-  std::vector<std::string> recorded_path;
-  std::map<std::pair<std::string, int>, Recorded> results;
-  json::value instance;
-  bool ended = false;
-  for (const auto& e : hist.value()) {
-    if (e.kind == "op_processing" && e.data.is_object()) {
-      if (const json::value* i = e.data.get_object().if_contains("instance"))
-        instance = *i;
-    }
-    if (e.kind == "rollback_resumed" || e.kind == "compensating")
-      break;  // the forward path is what replay re-drives
-    bool enters = e.kind == "dispatched" || e.kind == "choice" || e.kind == "waiting" ||
-                  (e.kind == "op_failed_temp" && !e.state.empty()) || e.kind == "op_completed";
-    if (enters && !e.state.empty() && (recorded_path.empty() || recorded_path.back() != e.state))
-      recorded_path.push_back(e.state);
-    if (e.kind == "op_completed")
-      ended = true;
-    auto& r = results[{e.state, e.item}];
-    if (e.kind == "dispatched" && e.data.is_object()) {
-      if (const json::value* a = e.data.get_object().if_contains("action"))
-        r.action = std::string(a->as_string());
-    } else if (e.kind == "succeeded") {
-      r.ok = true;
-      r.outputs = e.data;
-    } else if (e.kind == "failed") {
-      r.ok = false;
-      if (e.data.is_object()) {
-        r.cls = std::string(e.data.at("class").as_string());
-        r.message = std::string(e.data.at("message").as_string());
-      }
-    }
-  }
-  auto cur = Cursor{};
-  cur.cur = m.start;
-  json::value request = op.request;
-  json::value opv = json::object{
-      {"id", op.id}, {"operation", op.operation}, {"instance_id", op.instance_id}, {"attempt", 1}};
-  std::vector<std::string> path;
-  auto diverge = [&](std::string why) {
-    rep.diverged = true;
-    rep.divergence = std::move(why);
-  };
-  for (int guard = 0; guard < 10000 && !rep.diverged; ++guard) {
-    if (cur.cur < 0 || static_cast<size_t>(cur.cur) >= m.states.size()) {
-      diverge("the machine has no state at this point");
-      break;
-    }
-    const workflows::State& s = m.states[static_cast<size_t>(cur.cur)];
-    workflows::Scope sc;
-    sc.request = &request;
-    sc.instance = &instance;
-    sc.vnfd = &m.vnfd;
-    sc.op = &opv;
-    sc.outputs = &cur.outputs;
-    sc.segment = s.segment;
-    bool final_succeed = s.kind == workflows::StateKind::kSucceed && s.next < 0;
-    if (s.kind != workflows::StateKind::kSucceed || final_succeed) {
-      size_t n = path.size();
-      path.push_back(s.name);
-      if (n >= recorded_path.size()) {
-        if (!ended)
-          break;  // the recording stops here (the operation is still running or failed)
-        diverge("the machine goes on to \"" + s.name + "\"; the recording ended after \"" +
-                (recorded_path.empty() ? std::string("(nothing)") : recorded_path.back()) + "\"");
-        break;
-      }
-      if (recorded_path[n] != s.name) {
-        diverge("step " + std::to_string(n + 1) + ": the machine enters \"" + s.name +
-                "\"; the recording entered \"" + recorded_path[n] + "\"");
-        break;
-      }
-    }
-    switch (s.kind) {
-      case workflows::StateKind::kSucceed:
-        if (final_succeed) {
-          rep.steps.push_back(s.name + " -> COMPLETED");
-          guard = 1 << 20;
-          break;
-        }
-        cur.cur = s.next;
-        continue;
-      case workflows::StateKind::kFail:
-        rep.steps.push_back(s.name + " -> FAILED_TEMP");
-        guard = 1 << 20;
-        break;
-      case workflows::StateKind::kWait:
-        rep.steps.push_back(s.name + " -> " + m.states[static_cast<size_t>(s.next)].name);
-        cur.cur = s.next;
-        continue;
-      case workflows::StateKind::kChoice: {
-        int next = s.next;
-        for (const auto& c : s.choices) {
-          auto v = workflows::evaluate(*c.expr, sc);
-          if (!v.ok() || !v.value().is_bool()) {
-            diverge(s.name + ": when ${" + c.condition +
-                    "} cannot be evaluated on the recorded values: " +
-                    (v.ok() ? std::string("not a boolean") : v.status().message()));
-            break;
-          }
-          if (v.value().get_bool()) {
-            next = c.next;
-            break;
-          }
-        }
-        if (rep.diverged)
-          break;
-        rep.steps.push_back(s.name + " -> " + m.states[static_cast<size_t>(next)].name);
-        cur.cur = next;
-        continue;
-      }
-      case workflows::StateKind::kAction: {
-        json::array values{nullptr};
-        if (s.for_each_expr) {
-          auto v = workflows::evaluate(*s.for_each_expr, sc);
-          if (!v.ok() || !v.value().is_array()) {
-            diverge(s.name + ": for_each cannot be evaluated on the recorded values");
-            break;
-          }
-          values = v.value().get_array();
-        }
-        json::array outs;
-        bool failed = false;
-        for (size_t i = 0; i < values.size(); ++i) {
-          int item = s.for_each.empty() ? -1 : static_cast<int>(i);
-          auto it = results.find({s.name, item});
-          if (it == results.end()) {
-            if (!ended && path.size() >= recorded_path.size()) {
-              failed = true;  // recording stops inside this state
-              break;
-            }
-            diverge(s.name + (item >= 0 ? "[" + std::to_string(item) + "]" : "") +
-                    ": the machine calls it; the recording has no such call");
-            break;
-          }
-          if (!it->second.action.empty() && it->second.action != s.action) {
-            diverge(s.name + ": the machine runs \"" + s.action + "\"; the recording ran \"" +
-                    it->second.action + "\"");
-            break;
-          }
-          if (actions::is_instance_action(s.action) || is_vim_action(s.action)) {
-            sc.item = s.for_each.empty() ? nullptr : &values[i];
-            sc.item_name = s.as;
-            auto in = s.with.evaluate(sc);
-            if (in.ok() && in.value().is_object()) {
-              if (is_vim_action(s.action))
-                run_vim_action(nullptr, s.action, in.value().get_object(), instance);
-              else
-                actions::run_instance_action(s.action, in.value().get_object(), instance);
-            }
-          }
-          if (!it->second.ok) {
-            failed = true;
-            break;
-          }
-          outs.push_back(it->second.outputs);
-        }
-        if (rep.diverged)
-          break;
-        if (failed) {
-          if (s.on_failure >= 0 && ended) {
-            rep.steps.push_back(s.name + " -> " + m.states[static_cast<size_t>(s.on_failure)].name +
-                                " (failure)");
-            cur.cur = s.on_failure;
-            continue;
-          }
-          rep.steps.push_back(s.name + " -> (recording ends here)");
-          guard = 1 << 20;
-          break;
-        }
-        cur.outputs[s.name] =
-            s.for_each.empty() ? (outs.empty() ? json::value() : outs[0]) : json::value(outs);
-        rep.steps.push_back(s.name + " -> " + m.states[static_cast<size_t>(s.next)].name);
-        cur.cur = s.next;
-        continue;
-      }
-    }
-    if (guard >= (1 << 20))
-      break;
-  }
+  auto outs = store.outputs(op.id);
+  json::object stored = outs.ok() ? std::move(outs).value() : json::object();
+  // Not owned: `m` outlives the replay.
+  std::shared_ptr<const Machine> machine(std::shared_ptr<const Machine>(), &m);
+  Replayer rp(op, machine, stored, max_redispatch, std::move(hist).value());
+  auto rep = rp.run();
+  if (!rep.steps.empty() && rep.steps.front().starts_with("(no state)"))
+    rep.steps.erase(rep.steps.begin());
   return rep;
 }
 

@@ -1,0 +1,776 @@
+// The stepper (stepper.h): the executor's decisions, without I/O or a clock.
+#include "engine/internal/stepper.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+
+#include "engine/internal/vim_actions.h"
+
+namespace engine {
+
+using workflows::Machine;
+using workflows::State;
+using workflows::StateKind;
+
+namespace {
+
+constexpr size_t kHistoryStringLimit = 4096;
+
+// Collects the string leaves of `v` (or only those under secret-named fields) that are long
+// enough to be worth scrubbing.
+void collect_secrets(const json::value& v, bool all, std::vector<std::string>& out) {
+  if (v.is_string()) {
+    std::string_view sv = v.get_string();
+    if (all && sv.size() >= 4)
+      out.emplace_back(sv);
+    // Output usually ends in a newline that a message quoting it drops.
+    size_t b = sv.find_first_not_of(" \t\r\n"), e = sv.find_last_not_of(" \t\r\n");
+    if (all && b != std::string_view::npos && e - b + 1 >= 4 && e - b + 1 < sv.size())
+      out.emplace_back(sv.substr(b, e - b + 1));
+  } else if (v.is_array()) {
+    for (const auto& x : v.get_array())
+      collect_secrets(x, all, out);
+  } else if (v.is_object()) {
+    for (const auto& kv : v.get_object())
+      collect_secrets(kv.value(), all || actions::is_secret_name(kv.key()), out);
+  }
+}
+
+// True when `v` holds a value the store could not open ("vnflow-sealed:..."): it is never
+// handed to an action.
+bool holds_sealed(const json::value& v) {
+  if (v.is_string())
+    return v.get_string().starts_with("vnflow-sealed:");
+  if (v.is_array()) {
+    for (const auto& x : v.get_array()) {
+      if (holds_sealed(x))
+        return true;
+    }
+  } else if (v.is_object()) {
+    for (const auto& kv : v.get_object()) {
+      if (holds_sealed(kv.value()))
+        return true;
+    }
+  }
+  return false;
+}
+
+bool bool_input(const json::value& inputs, std::string_view name) {
+  const json::value* v = inputs.is_object() ? inputs.get_object().if_contains(name) : nullptr;
+  return v != nullptr && v->is_bool() && v->get_bool();
+}
+
+// A string for_history() cut already: the first kHistoryStringLimit bytes, then
+// "...(N bytes)".
+bool already_cut(std::string_view s) {
+  if (s.size() <= kHistoryStringLimit)
+    return false;
+  std::string_view tail = s.substr(kHistoryStringLimit);
+  constexpr std::string_view kOpen = "...(", kClose = " bytes)";
+  if (tail.size() <= kOpen.size() + kClose.size() || tail.substr(0, kOpen.size()) != kOpen ||
+      tail.substr(tail.size() - kClose.size()) != kClose)
+    return false;
+  std::string_view n = tail.substr(kOpen.size(), tail.size() - kOpen.size() - kClose.size());
+  return std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+int running_items(const Run& r) {
+  int n = 0;
+  for (const auto& it : r.c.items)
+    n += it.status == ItemStatus::kDispatched ? 1 : 0;
+  if (r.c.rb_item.status == ItemStatus::kDispatched)
+    ++n;
+  return n;
+}
+
+void wake_at(Run& r, int64_t at) {
+  r.timer_at = at;
+}
+
+std::string workflows_interpolate(const json::value& v) {
+  return v.is_string() ? std::string(v.get_string()) : json::serialize(v);
+}
+
+}  // namespace
+
+json::value for_history(const json::value& v, const std::vector<std::string>& secrets) {
+  json::value r = actions::redact(v);
+  std::function<void(json::value&)> cut = [&](json::value& x) {
+    if (x.is_string() && !secrets.empty())
+      x = json::string(actions::scrub(std::string(x.get_string()), secrets));
+    if (x.is_string() && x.get_string().size() > kHistoryStringLimit &&
+        !already_cut(x.get_string())) {
+      size_t n = x.get_string().size();
+      std::string s(x.get_string().subview(0, kHistoryStringLimit));
+      x = json::string(s + "...(" + std::to_string(n) + " bytes)");
+    } else if (x.is_object()) {
+      for (auto& kv : x.get_object())
+        cut(kv.value());
+    } else if (x.is_array()) {
+      for (auto& i : x.get_array())
+        cut(i);
+    }
+  };
+  cut(r);
+  return r;
+}
+
+bool Run::is_cyclic(int index) const {
+  return cyclic && index >= 0 && static_cast<size_t>(index) < cyclic->size() &&
+         (*cyclic)[static_cast<size_t>(index)] != 0;
+}
+int Run::visit() const {
+  auto it = c.visits.find(c.cur);
+  return is_cyclic(c.cur) && it != c.visits.end() ? it->second : 1;
+}
+void Run::learn_secrets(const json::value& v, bool all) {
+  std::vector<std::string> found;
+  collect_secrets(v, all, found);
+  for (auto& f : found) {
+    if (std::find(secrets.begin(), secrets.end(), f) == secrets.end())
+      secrets.push_back(std::move(f));
+  }
+  // Longest first, so that a secret containing another is scrubbed whole.
+  std::sort(secrets.begin(), secrets.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+}
+
+std::shared_ptr<const std::vector<char>> cyclic_states(const Machine& m) {
+  size_t n = m.states.size();
+  std::vector<std::vector<int>> out(n);
+  for (size_t v = 0; v < n; ++v) {
+    const State& s = m.states[v];
+    for (int w : {s.next, s.on_failure})
+      if (w >= 0 && static_cast<size_t>(w) < n)
+        out[v].push_back(w);
+    for (const auto& c : s.choices)
+      if (c.next >= 0 && static_cast<size_t>(c.next) < n)
+        out[v].push_back(c.next);
+  }
+  auto res = std::make_shared<std::vector<char>>(n, 0);
+  std::vector<int> index(n, -1), low(n, 0), stack;
+  std::vector<char> on_stack(n, 0);
+  int counter = 0;
+  for (size_t root = 0; root < n; ++root) {
+    if (index[root] >= 0)
+      continue;
+    std::vector<std::pair<int, size_t>> frames{{static_cast<int>(root), 0}};
+    while (!frames.empty()) {
+      auto& [v, i] = frames.back();
+      auto uv = static_cast<size_t>(v);
+      if (i == 0 && index[uv] < 0) {
+        index[uv] = low[uv] = counter++;
+        stack.push_back(v);
+        on_stack[uv] = 1;
+      }
+      if (i < out[uv].size()) {
+        int w = out[uv][i++];
+        auto uw = static_cast<size_t>(w);
+        if (index[uw] < 0)
+          frames.emplace_back(w, 0);
+        else if (on_stack[uw])
+          low[uv] = std::min(low[uv], index[uw]);
+        continue;
+      }
+      if (low[uv] == index[uv]) {
+        std::vector<int> comp;
+        int w;
+        do {
+          w = stack.back();
+          stack.pop_back();
+          on_stack[static_cast<size_t>(w)] = 0;
+          comp.push_back(w);
+        } while (w != v);
+        bool self_loop = std::find(out[uv].begin(), out[uv].end(), v) != out[uv].end();
+        if (comp.size() > 1 || self_loop)
+          for (int c : comp)
+            (*res)[static_cast<size_t>(c)] = 1;
+      }
+      int done_v = v;
+      frames.pop_back();
+      if (!frames.empty()) {
+        auto up = static_cast<size_t>(frames.back().first);
+        low[up] = std::min(low[up], low[static_cast<size_t>(done_v)]);
+      }
+    }
+  }
+  return res;
+}
+
+void Stepper::event(Run& r, std::string kind, const std::string& state, int item, int attempt,
+                    std::string key, json::value data) {
+  EventRecord e;
+  e.op_id = r.id;
+  e.seq = ++r.c.seq;
+  e.at_ms = now_;
+  e.kind = std::move(kind);
+  e.state = state;
+  e.item = item;
+  e.attempt = attempt;
+  e.key = std::move(key);
+  e.data = r.secrets.empty() ? std::move(data) : for_history(data, r.secrets);
+  r.pending.events.push_back(std::move(e));
+  r.dirty = true;
+}
+
+workflows::Scope Stepper::scope(Run& r, const State& s, int item) {
+  workflows::Scope sc;
+  sc.request = &r.request;
+  sc.instance = &r.instance;
+  sc.vnfd = &r.m->vnfd;
+  sc.op = &r.opv;
+  sc.outputs = &r.c.outputs;
+  sc.segment = s.segment;
+  if (!s.for_each.empty() && item >= 0 && static_cast<size_t>(item) < r.c.values.size()) {
+    sc.item = &r.c.values[static_cast<size_t>(item)];
+    sc.item_name = s.as;
+  }
+  return sc;
+}
+
+// The idempotency key of one call: "<op>/<state>[@<visit>][<item>][/rollback]/<attempt>".
+// A state entered again (a polling loop) is a new visit with keys of its own; a
+// re-dispatch of the same visit after a crash keeps its key.
+std::string Stepper::key_for(const Run& r, const State& s, int item, int attempt, bool rollback,
+                             int visit) {
+  std::string k = r.id + "/" + s.name;
+  if (visit > 1)
+    k += "@" + std::to_string(visit);
+  if (item >= 0 && !s.for_each.empty())
+    k += "[" + std::to_string(item) + "]";
+  if (rollback)
+    k += "/rollback";
+  return k + "/" + std::to_string(attempt);
+}
+
+void Stepper::fail_temp(Run& r, const std::string& state, const std::string& cls,
+                        const std::string& raw_msg, int64_t now) {
+  now_ = now;
+  std::string msg = r.clean(raw_msg);
+  json::object err{{"state", state}, {"class", cls}, {"message", msg}};
+  r.new_state = OpState::kFailedTemp;
+  r.set_error = true;
+  r.error_json = json::serialize(err);
+  event(r, "op_failed_temp", state, -1, 0, "", std::move(err));
+  r.final_ = true;
+  r.final_state = OpState::kFailedTemp;
+}
+
+void Stepper::write_instance(Run& r) {
+  Batch::InstanceWrite w;
+  w.instance_id = r.instance_id;
+  const json::value* st =
+      r.instance.is_object() ? r.instance.get_object().if_contains("instantiation_state") : nullptr;
+  w.instantiation_state =
+      st != nullptr && st->is_string() ? std::string(st->get_string()) : "NOT_INSTANTIATED";
+  w.record = json::serialize(r.instance);
+  r.pending.instances.clear();
+  r.pending.instances.push_back(std::move(w));
+}
+
+void Stepper::goto_state(Run& r, int next) {
+  if (r.is_cyclic(next))
+    ++r.c.visits[next];
+  r.c.cur = next;
+  r.c.started = false;
+  r.c.items.clear();
+  r.c.values.clear();
+  r.dirty = true;
+}
+
+void Stepper::advance(Run& r, int64_t now, bool stopping) {
+  now_ = now;
+  stopping_ = stopping;
+  if (r.final_ || r.committing)
+    return;
+  if (r.cancel && (r.state == OpState::kProcessing || r.state == OpState::kStarting) &&
+      running_items(r) == 0) {
+    fail_temp(r, r.m->states[static_cast<size_t>(r.c.cur)].name, "cancelled",
+              "cancelled by the operator", now_);
+  } else if (r.state == OpState::kRollingBack) {
+    step_rollback(r);
+  } else {
+    step_forward(r);
+  }
+}
+
+void Stepper::step_forward(Run& r) {
+  const Machine& m = *r.m;
+  for (int guard = 0; guard < 10000; ++guard) {
+    if (r.c.cur < 0 || static_cast<size_t>(r.c.cur) >= m.states.size()) {
+      fail_temp(r, "", "invalid", "the operation's position is not a state of its machine", now_);
+      return;
+    }
+    const State& s = m.states[static_cast<size_t>(r.c.cur)];
+    switch (s.kind) {
+      case StateKind::kChoice: {
+        int next = s.next;
+        for (const auto& c : s.choices) {
+          auto v = workflows::evaluate(*c.expr, scope(r, s, -1));
+          if (!v.ok() || !v.value().is_bool()) {
+            fail_temp(r, s.name, "invalid",
+                      "when ${" + c.condition +
+                          "}: " + (v.ok() ? std::string("not a boolean") : v.status().message()),
+                      now_);
+            return;
+          }
+          if (v.value().get_bool()) {
+            next = c.next;
+            break;
+          }
+        }
+        event(r, "choice", s.name, -1, 0, "",
+              json::object{{"next", m.states[static_cast<size_t>(next)].name}});
+        goto_state(r, next);
+        continue;
+      }
+      case StateKind::kSucceed:
+        if (s.next >= 0) {
+          goto_state(r, s.next);
+          continue;
+        }
+        r.new_state = OpState::kCompleted;
+        r.set_error = true;
+        r.error_json.clear();
+        event(r, "op_completed", s.name, -1, 0, "", nullptr);
+        r.final_ = true;
+        r.final_state = OpState::kCompleted;
+        return;
+      case StateKind::kFail: {
+        auto v = s.message.evaluate(scope(r, s, -1));
+        std::string msg = v.ok() ? workflows_interpolate(v.value()) : v.status().message();
+        fail_temp(r, s.name, "failed", msg, now_);
+        return;
+      }
+      case StateKind::kWait: {
+        if (!r.c.started) {
+          auto v = s.wait_seconds.evaluate(scope(r, s, -1));
+          if (!v.ok() || !v.value().is_number()) {
+            fail_temp(r, s.name, "invalid",
+                      "wait: " + (v.ok() ? std::string("not a number") : v.status().message()),
+                      now_);
+            return;
+          }
+          double secs = v.value().to_number<double>();
+          Item it;
+          it.status = ItemStatus::kWaiting;
+          it.wake_ms = now_ + static_cast<int64_t>(secs * 1000);
+          r.c.items = {it};
+          r.c.started = true;
+          event(r, "waiting", s.name, -1, 0, "", json::object{{"seconds", secs}});
+        }
+        if (now_ >= r.c.items[0].wake_ms) {
+          goto_state(r, s.next);
+          continue;
+        }
+        wake_at(r, r.c.items[0].wake_ms);
+        return;
+      }
+      case StateKind::kAction:
+        if (!step_action(r, s))
+          return;
+        continue;
+    }
+  }
+  fail_temp(r, "", "invalid", "more than 10000 steps without a side effect: a loop of choices?",
+            now_);
+}
+
+// Returns true when the run moved to another state (keep stepping).
+bool Stepper::step_action(Run& r, const State& s) {
+  if (!r.c.started) {
+    if (s.for_each_expr) {
+      auto v = workflows::evaluate(*s.for_each_expr, scope(r, s, -1));
+      if (!v.ok() || !v.value().is_array()) {
+        fail_temp(r, s.name, "invalid",
+                  "for_each ${" + s.for_each +
+                      "}: " + (v.ok() ? std::string("not a list") : v.status().message()),
+                  now_);
+        return false;
+      }
+      r.c.values = v.value().get_array();
+    } else {
+      r.c.values = json::array{nullptr};
+    }
+    r.c.items.assign(r.c.values.size(), Item{});
+    r.c.started = true;
+    r.dirty = true;
+  }
+  int64_t now = now_;
+  int64_t next_wake = 0;
+  for (auto& it : r.c.items) {
+    if (it.status == ItemStatus::kWaiting) {
+      if (it.wake_ms <= now)
+        it.status = ItemStatus::kPending;
+      else if (next_wake == 0 || it.wake_ms < next_wake)
+        next_wake = it.wake_ms;
+    }
+  }
+  bool inline_action = is_inline_(s.action);
+  int in_flight = running_items(r);
+  int limit = s.parallelism > 0 ? s.parallelism : std::numeric_limits<int>::max();
+  bool any_failed = false;
+  for (size_t i = 0; i < r.c.items.size(); ++i) {
+    Item& it = r.c.items[i];
+    if (it.status == ItemStatus::kFailed)
+      any_failed = true;
+    if (it.status != ItemStatus::kPending || any_failed)
+      continue;
+    if (!inline_action && (in_flight >= limit || stopping_))
+      continue;
+    r.opv.as_object()["attempt"] = it.attempt;
+    auto in = s.with.evaluate(scope(r, s, static_cast<int>(i)));
+    int item_no = s.for_each.empty() ? -1 : static_cast<int>(i);
+    if (!in.ok() || !in.value().is_object()) {
+      it.status = ItemStatus::kFailed;
+      it.cls = "invalid";
+      it.msg = "inputs: " + (in.ok() ? std::string("not a map") : in.status().message());
+      event(r, "failed", s.name, item_no, it.attempt, "",
+            json::object{{"class", it.cls}, {"message", it.msg}});
+      any_failed = true;
+      continue;
+    }
+    if (holds_sealed(in.value())) {
+      it.status = ItemStatus::kFailed;
+      it.cls = "invalid";
+      it.msg =
+          "inputs: a sealed value could not be opened (a wrong key, or a value moved from "
+          "another record); sealed values are never handed to an action";
+      event(r, "failed", s.name, item_no, it.attempt, "",
+            json::object{{"class", it.cls}, {"message", it.msg}});
+      any_failed = true;
+      continue;
+    }
+    r.learn_secrets(in.value(), false);
+    std::string key = key_for(r, s, static_cast<int>(i), it.attempt, false, r.visit());
+    if (inline_action) {
+      json::value before = r.instance;
+      auto out = run_inline_(s.action, in.value().get_object(), r.instance);
+      event(r, "dispatched", s.name, item_no, it.attempt, key,
+            json::object{{"action", s.action}, {"inputs", r.hist(in.value())}});
+      finish_item(r, s, static_cast<int>(i), out);
+      if (out.ok)
+        write_instance(r);
+      else
+        r.instance = std::move(before);
+      if (r.c.items[i].status == ItemStatus::kFailed)
+        any_failed = true;
+      continue;
+    }
+    it.status = ItemStatus::kDispatched;
+    it.inputs = std::move(in).value();
+    event(r, "dispatched", s.name, item_no, it.attempt, key,
+          json::object{{"action", s.action}, {"inputs", r.hist(it.inputs)}});
+    r.to_start.push_back(static_cast<int>(i));
+    ++in_flight;
+  }
+  if (any_failed) {
+    if (running_items(r) > 0)
+      return false;  // let the others finish; their results are recorded
+    const Item* bad = nullptr;
+    for (const auto& it : r.c.items) {
+      if (it.status == ItemStatus::kFailed) {
+        bad = &it;
+        break;
+      }
+    }
+    if (s.on_failure >= 0) {
+      event(r, "on_failure", s.name, -1, 0, "",
+            json::object{{"next", r.m->states[static_cast<size_t>(s.on_failure)].name},
+                         {"class", bad->cls},
+                         {"message", bad->msg}});
+      goto_state(r, s.on_failure);
+      return true;
+    }
+    fail_temp(r, s.name, bad->cls, bad->msg, now_);
+    return false;
+  }
+  bool all_done = true;
+  for (const auto& it : r.c.items)
+    all_done = all_done && it.status == ItemStatus::kDone;
+  if (all_done) {
+    if (s.for_each.empty()) {
+      r.c.outputs[s.name] = r.c.items.empty() ? json::value() : r.c.items[0].outputs;
+    } else {
+      json::array outs;
+      for (const auto& it : r.c.items)
+        outs.push_back(it.outputs);
+      r.c.outputs[s.name] = std::move(outs);
+    }
+    bool secret = false;
+    for (const auto& it : r.c.items)
+      secret = secret || it.secret;
+    std::string text = json::serialize(r.c.outputs[s.name]);
+    // Outputs that repeat a known secret (a hook echoing what it was given) are sealed
+    // whole too.
+    for (size_t k = 0; !secret && k < r.secrets.size(); ++k)
+      secret = text.find(r.secrets[k]) != std::string::npos;
+    if (secret && std::find(r.c.secret_states.begin(), r.c.secret_states.end(), s.name) ==
+                      r.c.secret_states.end())
+      r.c.secret_states.push_back(s.name);
+    if (secret)
+      r.c.seal_body = true;
+    r.pending.outputs.push_back({r.id, s.name, std::move(text), secret});
+    goto_state(r, s.next);
+    return true;
+  }
+  if (next_wake > 0)
+    wake_at(r, next_wake);
+  return false;
+}
+
+// Records an action's outcome in item `i` of the current state.
+void Stepper::finish_item(Run& r, const State& s, int i, const actions::Outcome& out) {
+  Item& it = r.c.items[static_cast<size_t>(i)];
+  int item_no = s.for_each.empty() ? -1 : i;
+  bool hidden = bool_input(it.inputs, "hide_output");
+  bool secret = bool_input(it.inputs, "secret_output");
+  it.inputs = nullptr;
+  if (out.ok && !out.pin_host_keys.empty()) {
+    // Host keys seen on first use are pinned with the result that saw them.
+    if (!r.instance.is_object())
+      r.instance = json::object();
+    json::value& keys = r.instance.get_object()["host_keys"];
+    if (!keys.is_object())
+      keys = json::object();
+    for (const auto& kv : out.pin_host_keys)
+      keys.get_object()[kv.key()] = kv.value();
+    write_instance(r);
+  }
+  if (out.ok) {
+    it.status = ItemStatus::kDone;
+    it.outputs = out.outputs;
+    it.secret = secret;
+    if (secret) {
+      r.learn_secrets(out.outputs, true);
+      r.c.seal_body = true;
+    }
+    if (s.compensate) {
+      // Recorded per item, so that a rollback after a partly failed fan-out undoes the
+      // items that did succeed.
+      Done d;
+      d.state = r.c.cur;
+      d.item = i;
+      d.outputs = out.outputs;
+      d.secret = secret;
+      d.visit = r.visit();
+      d.value = static_cast<size_t>(i) < r.c.values.size() ? r.c.values[static_cast<size_t>(i)]
+                                                           : json::value();
+      r.c.done.push_back(std::move(d));
+    }
+    event(r, "succeeded", s.name, item_no, it.attempt, "",
+          secret   ? json::value("*** (secret_output)")
+          : hidden ? json::value("*** (hide_output)")
+                   : r.hist(out.outputs));
+    return;
+  }
+  bool retryable =
+      std::find(s.retry.on.begin(), s.retry.on.end(), out.error_class) != s.retry.on.end() &&
+      out.error_class != "invalid" && it.attempt < s.retry.attempts;
+  if (retryable) {
+    double delay = s.retry.delay_after(it.attempt);
+    it.status = ItemStatus::kWaiting;
+    it.wake_ms = now_ + static_cast<int64_t>(delay * 1000);
+    event(r, "retry_scheduled", s.name, item_no, it.attempt, "",
+          json::object{{"class", out.error_class}, {"message", out.message}, {"delay_s", delay}});
+    it.attempt++;
+    return;
+  }
+  it.status = ItemStatus::kFailed;
+  it.cls = out.error_class;
+  it.msg = r.clean(out.message);
+  event(r, "failed", s.name, item_no, it.attempt, "",
+        json::object{{"class", out.error_class}, {"message", it.msg}});
+}
+
+void Stepper::step_rollback(Run& r) {
+  const Machine& m = *r.m;
+  if (!r.c.rb_started) {
+    r.c.rb_started = true;
+    r.c.rb = static_cast<int>(r.c.done.size()) - 1;
+    r.c.rb_item = Item{};
+    r.dirty = true;
+  }
+  while (r.c.rb >= 0) {
+    const Done& d = r.c.done[static_cast<size_t>(r.c.rb)];
+    const State& s = m.states[static_cast<size_t>(d.state)];
+    Item& it = r.c.rb_item;
+    if (it.status == ItemStatus::kDispatched)
+      return;
+    if (it.status == ItemStatus::kFailed) {
+      fail_temp(r, s.name, it.cls, "compensation: " + it.msg, now_);
+      return;
+    }
+    if (it.status == ItemStatus::kDone) {
+      r.c.rb--;
+      it = Item{};
+      r.dirty = true;
+      continue;
+    }
+    if (stopping_)
+      return;
+    workflows::Scope sc = scope(r, s, -1);
+    sc.self = &d.outputs;
+    if (!s.for_each.empty()) {
+      sc.item = &d.value;
+      sc.item_name = s.as;
+    }
+    auto in = s.compensate->with.evaluate(sc);
+    std::string key = key_for(r, s, s.for_each.empty() ? -1 : d.item, it.attempt, true, d.visit);
+    int item_no = s.for_each.empty() ? -1 : d.item;
+    if (!in.ok() || !in.value().is_object()) {
+      it.status = ItemStatus::kFailed;
+      it.cls = "invalid";
+      it.msg = "inputs: " + (in.ok() ? std::string("not a map") : in.status().message());
+      continue;
+    }
+    event(r, "compensating", s.name, item_no, it.attempt, key, r.hist(in.value()));
+    if (is_inline_(s.compensate->action)) {
+      json::value before = r.instance;
+      auto out = run_inline_(s.compensate->action, in.value().get_object(), r.instance);
+      if (out.ok) {
+        write_instance(r);
+        it.status = ItemStatus::kDone;
+        event(r, "compensated", s.name, item_no, it.attempt, "", r.hist(out.outputs));
+      } else {
+        r.instance = std::move(before);
+        it.status = ItemStatus::kFailed;
+        it.cls = out.error_class;
+        it.msg = r.clean(out.message);
+      }
+      continue;
+    }
+    it.status = ItemStatus::kDispatched;
+    it.inputs = std::move(in).value();
+    r.to_start.push_back(kRollbackItem);
+    r.dirty = true;
+    return;
+  }
+  r.new_state = OpState::kRolledBack;
+  event(r, "op_rolled_back", "", -1, 0, "", nullptr);
+  r.final_ = true;
+  r.final_state = OpState::kRolledBack;
+}
+
+// Counts a re-dispatch of `it`; past the limit the item fails instead (the reason in its
+// message) and true is returned. An operator's retry resets the count.
+bool Stepper::poisoned(Run& r, Item& it, const std::string& state, int item_no) {
+  it.redispatches++;
+  r.dirty = true;
+  if (it.redispatches <= max_redispatch_)
+    return false;
+  it.status = ItemStatus::kFailed;
+  it.cls = "failed";
+  it.msg = "re-dispatched " + std::to_string(it.redispatches - 1) +
+           " times after the daemon stopped while this step ran (it may be what stops the "
+           "daemon); not dispatched again: `vnflow op retry` runs it again, `op fail` gives up";
+  event(r, "failed", state, item_no, it.attempt, "",
+        json::object{{"class", it.cls}, {"message", it.msg}});
+  return true;
+}
+
+void Stepper::result(Run& r, int cur, int i, const actions::Outcome& out, int64_t now) {
+  now_ = now;
+  if (i == kRollbackItem) {
+    const Done& d = r.c.done[static_cast<size_t>(r.c.rb)];
+    const State& s = r.m->states[static_cast<size_t>(d.state)];
+    Item& it = r.c.rb_item;
+    it.inputs = nullptr;
+    int item_no = s.for_each.empty() ? -1 : d.item;
+    if (out.ok) {
+      it.status = ItemStatus::kDone;
+      event(r, "compensated", s.name, item_no, it.attempt, "", r.hist(out.outputs));
+    } else {
+      it.status = ItemStatus::kFailed;
+      it.cls = out.error_class;
+      it.msg = r.clean(out.message);
+      event(r, "failed", s.name, item_no, it.attempt, "",
+            json::object{{"class", out.error_class}, {"message", it.msg}});
+    }
+    return;
+  }
+  if (cur != r.c.cur)
+    return;  // cannot happen: a state is left only when every item settled
+  finish_item(r, r.m->states[static_cast<size_t>(cur)], i, out);
+}
+
+void Stepper::cancel(Run& r, int64_t now, bool stopping) {
+  if (r.cancel)
+    return;
+  now_ = now;
+  r.cancel = true;
+  event(r, "cancel_requested", "", -1, 0, "", nullptr);
+  advance(r, now, stopping);
+}
+
+std::vector<std::string> Stepper::resume(Run& r, OpState stored, int64_t now, bool stopping) {
+  now_ = now;
+  stopping_ = stopping;
+  std::vector<std::string> poisoned_states;
+  if (stored == OpState::kStarting)
+    event(r, "op_processing", "", -1, 0, "", json::object{{"instance", r.hist(r.instance)}});
+  else
+    event(r, stored == OpState::kRollingBack ? "rollback_resumed" : "resumed", "", -1, 0, "",
+          json::object{{"state", std::string(to_string(stored))}});
+  // An operator's retry: failed items try again; a rollback's failed compensation too.
+  if (r.state == OpState::kProcessing) {
+    for (auto& it : r.c.items) {
+      if (it.status == ItemStatus::kFailed) {
+        it.status = ItemStatus::kPending;
+        it.attempt++;
+        it.redispatches = 0;
+        it.cls.clear();
+        it.msg.clear();
+      }
+    }
+  }
+  if (r.c.rb_item.status == ItemStatus::kFailed && r.state == OpState::kRollingBack) {
+    r.c.rb_item.status = ItemStatus::kPending;
+    r.c.rb_item.attempt++;
+    r.c.rb_item.redispatches = 0;
+  }
+  if (r.is_cyclic(r.c.cur) && !r.c.visits.count(r.c.cur))
+    r.c.visits[r.c.cur] = 1;  // a new operation, or one replayed from here
+  // The secrets of the request and of earlier secret outputs, for scrubbing.
+  r.learn_secrets(r.request, false);
+  for (const auto& name : r.c.secret_states) {
+    if (const json::value* o = r.c.outputs.if_contains(name))
+      r.learn_secrets(*o, true);
+  }
+  // Dispatched but not finished (a crash or a failed commit): the same key again, unless
+  // that happened too often already (a poison step that kills the daemon each time).
+  if (r.state == OpState::kRollingBack) {
+    if (r.c.rb_item.status == ItemStatus::kDispatched) {
+      const Done& d = r.c.done[static_cast<size_t>(r.c.rb)];
+      const std::string& name = r.m->states[static_cast<size_t>(d.state)].name;
+      if (poisoned(r, r.c.rb_item, name, -1)) {
+        poisoned_states.push_back(name);
+        advance(r, now, stopping);
+        return poisoned_states;
+      }
+      r.to_start.push_back(kRollbackItem);
+      event(r, "redispatched", name, -1, r.c.rb_item.attempt, "", nullptr);
+    }
+  } else if (r.c.cur >= 0 && static_cast<size_t>(r.c.cur) < r.m->states.size()) {
+    const State& s = r.m->states[static_cast<size_t>(r.c.cur)];
+    for (size_t i = 0; i < r.c.items.size(); ++i) {
+      if (r.c.items[i].status == ItemStatus::kDispatched) {
+        int item_no = s.for_each.empty() ? -1 : static_cast<int>(i);
+        if (poisoned(r, r.c.items[i], s.name, item_no)) {
+          poisoned_states.push_back(s.name);
+          r.to_start.clear();
+          fail_temp(r, s.name, "failed", r.c.items[i].msg, now);
+          return poisoned_states;
+        }
+        r.to_start.push_back(static_cast<int>(i));
+        event(r, "redispatched", s.name, item_no, r.c.items[i].attempt,
+              key_for(r, s, static_cast<int>(i), r.c.items[i].attempt, false, r.visit()), nullptr);
+      }
+    }
+  }
+  advance(r, now, stopping);
+  return poisoned_states;
+}
+
+}  // namespace engine

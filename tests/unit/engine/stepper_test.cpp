@@ -1,0 +1,205 @@
+// The stepper (engine/internal/stepper.h): the executor's decisions on explicit time, with
+// no clock, no sleep and no store; and replay through the same stepper.
+#include "engine/internal/stepper.h"
+
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+
+#include "workflows/workflows.h"
+
+namespace json = boost::json;
+using engine::ItemStatus;
+using engine::OpState;
+using engine::Run;
+using engine::Stepper;
+
+namespace {
+
+std::shared_ptr<const workflows::Machine> machine(const std::string& yaml) {
+  base::Diagnostics diags;
+  auto m = workflows::compile_file("wf.yaml", yaml, "instantiate", "instantiate_end", diags);
+  std::string problems;
+  for (const auto& d : diags.sorted())
+    problems += base::to_string(d) + "\n";
+  INFO(problems);
+  REQUIRE(m != nullptr);
+  return m;
+}
+
+Stepper stepper() {
+  return Stepper([](std::string_view a) { return actions::is_instance_action(a); },
+                 [](std::string_view a, const json::object& in, json::value& record) {
+                   return actions::run_instance_action(a, in, record);
+                 },
+                 3);
+}
+
+Run run_of(std::shared_ptr<const workflows::Machine> m) {
+  Run r;
+  r.id = "op-1";
+  r.instance_id = "inst-1";
+  r.operation = "instantiate";
+  r.request = json::object{{"flavourId", "simple"}};
+  r.instance = json::object{{"id", "inst-1"}};
+  r.opv = json::object{{"id", "op-1"}, {"attempt", 1}};
+  r.state = OpState::kStarting;
+  r.c.cur = m->start;
+  r.cyclic = engine::cyclic_states(*m);
+  r.m = std::move(m);
+  return r;
+}
+
+// The kinds of the events decided since the last call, as "kind state".
+std::vector<std::string> take(Run& r) {
+  std::vector<std::string> out;
+  for (const auto& e : r.pending.events)
+    out.push_back(e.kind + (e.state.empty() ? "" : " " + e.state));
+  r.pending = engine::Batch{};
+  if (r.new_state && !r.final_)
+    r.state = *r.new_state;
+  r.new_state.reset();
+  return out;
+}
+
+const char* kRetryThenWait = R"(
+start: call
+states:
+  call:
+    action: local.exec
+    with: {command: ["true"]}
+    timeout: 1m
+    retry: {attempts: 3, backoff: 10s, factor: 2, on: [failed]}
+    next: pause
+  pause:
+    wait: 30
+    next: done
+  done:
+    succeed: true
+)";
+
+}  // namespace
+
+TEST_CASE("stepper: retry backoff and a durable wait run on the time given, not a clock") {
+  auto m = machine(kRetryThenWait);
+  Stepper st = stepper();
+  Run r = run_of(m);
+  const int64_t t0 = 1'000'000;
+  st.resume(r, OpState::kStarting, t0, false);
+  CHECK(take(r) == std::vector<std::string>{"op_processing", "dispatched instantiate_end.call"});
+  REQUIRE(r.to_start == std::vector<int>{0});
+  r.to_start.clear();
+  std::string key = Stepper::key_for(r, m->states[static_cast<size_t>(r.c.cur)], 0, 1, false, 1);
+  CHECK(key == "op-1/instantiate_end.call/1");
+
+  // A failure: the policy waits 10 s, then 20 s. The wake-up asked for is exactly that.
+  st.result(r, r.c.cur, 0, actions::Outcome::failure("failed", "exit 1"), t0 + 5);
+  CHECK(take(r) == std::vector<std::string>{"retry_scheduled instantiate_end.call"});
+  st.advance(r, t0 + 5, false);
+  CHECK(r.timer_at == t0 + 5 + 10'000);
+  CHECK(take(r).empty());
+  // Woken early (a spurious timer): nothing happens.
+  st.advance(r, t0 + 9'000, false);
+  CHECK(take(r).empty());
+  st.advance(r, t0 + 10'005, false);
+  CHECK(take(r) == std::vector<std::string>{"dispatched instantiate_end.call"});
+  CHECK(r.c.items[0].attempt == 2);
+  st.result(r, r.c.cur, 0, actions::Outcome::failure("failed", "exit 1"), t0 + 10'010);
+  st.advance(r, t0 + 10'010, false);
+  take(r);
+  CHECK(r.timer_at == t0 + 10'010 + 20'000);
+
+  // The third try succeeds; the durable wait of 30 s is a wake-up time in the cursor.
+  st.advance(r, t0 + 30'010, false);
+  take(r);
+  st.result(r, r.c.cur, 0, actions::Outcome::success(json::object{{"exit_code", 0}}), t0 + 30'020);
+  st.advance(r, t0 + 30'020, false);
+  CHECK(take(r) == std::vector<std::string>{"succeeded instantiate_end.call",
+                                            "waiting instantiate_end.pause"});
+  CHECK(r.c.items[0].status == ItemStatus::kWaiting);
+  CHECK(r.c.items[0].wake_ms == t0 + 30'020 + 30'000);
+  CHECK(r.timer_at == r.c.items[0].wake_ms);
+  // The cursor round-trips through JSON (a restart): the wait goes on where it was.
+  auto c = engine::Cursor::from_json(r.c.to_json());
+  REQUIRE(c.ok());
+  CHECK(c.value().items[0].wake_ms == r.c.items[0].wake_ms);
+  st.advance(r, t0 + 60'019, false);
+  CHECK(take(r).empty());
+  CHECK_FALSE(r.final_);
+  st.advance(r, t0 + 60'020, false);
+  CHECK(take(r) == std::vector<std::string>{"op_completed instantiate_end.done"});
+  CHECK(r.final_);
+  CHECK(r.final_state == OpState::kCompleted);
+}
+
+TEST_CASE("stepper: the same inputs give the same decisions (no hidden state, no clock)") {
+  auto m = machine(kRetryThenWait);
+  auto drive = [&] {
+    Stepper st = stepper();
+    Run r = run_of(m);
+    std::vector<std::string> log;
+    auto keep = [&] {
+      for (const auto& e : r.pending.events)
+        log.push_back(std::to_string(e.at_ms) + " " + e.kind + " " + e.key + " " +
+                      json::serialize(e.data));
+      take(r);
+    };
+    st.resume(r, OpState::kStarting, 100, false);
+    keep();
+    st.result(r, r.c.cur, 0, actions::Outcome::failure("failed", "no"), 200);
+    st.advance(r, 200, false);
+    keep();
+    st.advance(r, 10'200, false);
+    keep();
+    log.push_back("wake " + std::to_string(r.timer_at));
+    return log;
+  };
+  auto a = drive();
+  auto b = drive();
+  CHECK(a == b);
+  CHECK(a.size() >= 4);
+}
+
+TEST_CASE("stepper: a draining daemon starts no new call; a resume re-dispatches with the key") {
+  auto m = machine(kRetryThenWait);
+  Stepper st = stepper();
+  Run r = run_of(m);
+  st.resume(r, OpState::kStarting, 1, true);  // stopping
+  CHECK(take(r) == std::vector<std::string>{"op_processing"});
+  CHECK(r.to_start.empty());
+  st.advance(r, 2, false);
+  CHECK(take(r) == std::vector<std::string>{"dispatched instantiate_end.call"});
+  r.to_start.clear();
+  // The daemon dies while the call runs; the next one reads the cursor and resumes.
+  Run again = run_of(m);
+  auto c = engine::Cursor::from_json(r.c.to_json());
+  REQUIRE(c.ok());
+  again.c = std::move(c).value();
+  again.state = OpState::kProcessing;
+  st.resume(again, OpState::kProcessing, 3, false);
+  auto ev = again.pending.events;
+  REQUIRE(ev.size() == 2);
+  CHECK(ev[0].kind == "resumed");
+  CHECK(ev[1].kind == "redispatched");
+  CHECK(ev[1].key == "op-1/instantiate_end.call/1");
+  CHECK(again.to_start == std::vector<int>{0});
+  // Past max_redispatch (3) the step is not dispatched again: FAILED_TEMP with the reason.
+  for (int i = 0; i < 3; ++i) {
+    Run next = run_of(m);
+    next.c = engine::Cursor::from_json(again.c.to_json()).value();
+    next.state = OpState::kProcessing;
+    st.resume(next, OpState::kProcessing, 4 + i, false);
+    again = std::move(next);
+  }
+  CHECK(again.final_);
+  CHECK(again.final_state == OpState::kFailedTemp);
+  CHECK(again.error_json.find("re-dispatched") != std::string::npos);
+}
+
+TEST_CASE("stepper: history values are cut once (for_history is idempotent)") {
+  std::string big(10000, 'x');
+  json::value once = engine::for_history(json::object{{"out", big}, {"password", "p"}});
+  json::value twice = engine::for_history(once);
+  CHECK(once == twice);
+  CHECK(once.at("password") == "***");
+  CHECK(once.at("out").as_string().ends_with("...(10000 bytes)"));
+}
