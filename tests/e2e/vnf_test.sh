@@ -13,6 +13,10 @@ vnflow=$(realpath "$1")
 root=$(realpath "$2")
 shift 2
 scenarios=${*:-registry registry_faults k8s}
+# shellcheck source=tests/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+T_WAIT_SECS=300  # real Heat and VMs: operations take minutes
+t_init e2e "$vnflow"
 work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-e2e.XXXXXX")
 osdir=${VNFLOW_OPENSTACK_DIR:-$work/openstack}
 export KEYSTONE_PORT=${KEYSTONE_PORT:-15600} HEAT_PORT=${HEAT_PORT:-18604}
@@ -20,7 +24,6 @@ export VNFLOW_VMS_DIR=$work/vms
 vm=$root/tools/vms/vm.sh
 PY=/usr/bin/python3
 daemon_pid= watch_pid=
-checks=0 failed=0
 
 cleanup() {
   set +e
@@ -31,21 +34,15 @@ cleanup() {
   bash "$root/tools/openstack/stop.sh" "$osdir" >/dev/null 2>&1
   rm -rf "$work"
 }
-trap cleanup EXIT
-
-ok() { checks=$((checks + 1)); echo "ok   $*"; }
-bad() { checks=$((checks + 1)); failed=$((failed + 1)); echo "FAIL $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-die() {
-  echo "e2e: FAIL: $*"
-  [[ -f $work/daemon.log ]] && tail -20 "$work/daemon.log"
-  [[ -f $work/heatwatch.log ]] && tail -10 "$work/heatwatch.log"
-  exit 1
+show_logs() {
+  echo "daemon log (tail):"; t_show "$work/daemon.log"
+  echo "heatwatch log (tail):"; t_show "$work/heatwatch.log" 10
 }
+T_ON_DIE=show_logs
 
 echo "== Keystone + Heat ($osdir), test VMs ($VNFLOW_VMS_DIR)"
-bash "$root/tools/openstack/start.sh" "$osdir" >"$work/start.log" 2>&1 || { tail -30 "$work/start.log"; die "start.sh"; }
-bash "$vm" setup >"$work/vm-setup.log" 2>&1 || { tail -20 "$work/vm-setup.log"; die "vm.sh setup"; }
+bash "$root/tools/openstack/start.sh" "$osdir" >"$work/start.log" 2>&1 || { t_show "$work/start.log" 30; die "start.sh"; }
+bash "$vm" setup >"$work/vm-setup.log" 2>&1 || { t_show "$work/vm-setup.log"; die "vm.sh setup"; }
 # shellcheck disable=SC1091
 source "$osdir/openrc"
 $PY "$root/tools/vms/heatwatch.py" --openrc "$osdir/openrc" --vms-dir "$VNFLOW_VMS_DIR" --interval 0.3 \
@@ -67,10 +64,8 @@ start_daemon() {
 start_daemon
 
 inst_field() { "$vnflow" instance show "$1" --json | $PY -c "import json,sys; d=json.load(sys.stdin); print($2)"; }
-op_state() { "$vnflow" op show "$1" --json | $PY -c 'import json,sys; print(json.load(sys.stdin)["operationState"])'; }
-wait_op() { timeout "${2:-300}" "$vnflow" op wait "$1" >/dev/null 2>&1; }
 expect_completed() {  # expect_completed WHAT OP
-  if wait_op "$2"; then ok "$1 COMPLETED"; else bad "$1 COMPLETED (is $(op_state "$2"))"; "$vnflow" op show "$2" | sed 's/^/     /'; fi
+  if wait_op "$2"; then ok "$1 COMPLETED"; else bad "$1 COMPLETED (is $(op_state "$2"))"; "$vnflow" op show "$2" | t_printable | sed 's/^/     /'; fi
 }
 # The VM (heatwatch's name) at an address.
 vm_at() { bash "$vm" list | awk -v a="$1" '$2 == a {print $1}'; }
@@ -125,20 +120,6 @@ live_stacks() {
 import json,sys
 print(len([s for s in json.load(sys.stdin)["stacks"] if not s["stack_status"].startswith("DELETE")]))'
 }
-wait_dispatched() {  # wait_dispatched OP STATE [seconds]
-  for _ in $(seq 1 $((${3:-120} * 10))); do
-    "$vnflow" op history "$1" 2>/dev/null | grep -q "dispatched $2" && return 0
-    sleep 0.1
-  done
-  return 1
-}
-wait_state() {  # wait_state OP STATE [seconds]: until the operation is in STATE
-  for _ in $(seq 1 $((${3:-300} * 2))); do
-    [[ $(op_state "$1") == "$2" ]] && return 0
-    sleep 0.5
-  done
-  return 1
-}
 registry_request() {  # registry_request FILE FAULTS(json fragment)
   $PY - "$root/csar-samples/private-registry/Requests/instantiate_standin.json" "$1" "$2" <<'PYEOF'
 import json, sys
@@ -173,7 +154,7 @@ scenario_registry_faults() {
 
   # C: sshd killed while install-docker runs (each step takes 3 s): the broken connection
   # is transient, the step is retried on a new connection, and nothing is applied twice.
-  if wait_dispatched "$op_c" instantiate_end.install_docker; then
+  if wait_dispatched "$op_c" instantiate_end.install_docker 120; then
     sleep 1
     addr=$(inst_field "$c" 'd["vnfcs"][0]["address"]')
     bash "$vm" kill-sshd "$(vm_at "$addr")"
@@ -189,7 +170,7 @@ scenario_registry_faults() {
 
   # D: the daemon killed (SIGKILL) in the middle of instantiate_end; a new one finishes it.
   op_d=$("$vnflow" instance instantiate "$d" --request "$work/slow.json")
-  if wait_dispatched "$op_d" instantiate_end.install_docker; then
+  if wait_dispatched "$op_d" instantiate_end.install_docker 120; then
     sleep 1
     kill -9 "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true
     start_daemon
@@ -225,7 +206,7 @@ scenario_registry_faults() {
   e=$("$vnflow" instance create --package "$pkg" --name unreachable)
   op_e=$("$vnflow" instance instantiate "$e" --request "$work/slow.json")
   vmname=
-  if wait_dispatched "$op_e" instantiate.read_resources; then
+  if wait_dispatched "$op_e" instantiate.read_resources 120; then
     for _ in $(seq 1 100); do
       addr=$(inst_field "$e" 'd.get("vnfcs",[{}])[0].get("address","")' 2>/dev/null || true)
       [[ -n $addr ]] && vmname=$(vm_at "$addr")
@@ -337,5 +318,4 @@ PYEOF
 for s in $scenarios; do "scenario_$s"; done
 
 echo
-echo "e2e: $checks checks, $failed failed"
-[[ $failed == 0 ]]
+t_finish
