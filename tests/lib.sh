@@ -39,6 +39,8 @@
 #   wait_op OP [SECS]                 vnflow op wait OP: its exit status (0 COMPLETED)
 #   wait_state OP STATE [SECS]        until op_state is STATE
 #   wait_dispatched OP STATE [SECS]   until op history shows STATE dispatched
+#   wait_pid PID [SECS]               waits for a child process (a daemon told to drain),
+#                                     SIGKILLs it after SECS (60): its exit status
 # SECS defaults to $T_WAIT_SECS (60; suites against a real cloud set more).
 # They run $T_VNFLOW (t_init's second argument) with the environment's VNFLOW_DB.
 
@@ -198,3 +200,16 @@ wait_state() { wait_until "${3:-$T_WAIT_SECS}" t_state_is "$1" "$2"; }  # wait_s
 
 t_dispatched() { "$T_VNFLOW" op history "$1" 2>/dev/null | grep -q "dispatched $2"; }
 wait_dispatched() { wait_until "${3:-$T_WAIT_SECS}" t_dispatched "$1" "$2"; }  # wait_dispatched OP STATE [SECS]
+
+wait_pid() {  # wait_pid PID [SECS]
+  local pid=$1 rc=0 dog
+  (
+    sleep "${2:-60}"
+    kill -9 "$pid"
+  ) >/dev/null 2>&1 &
+  dog=$!
+  wait "$pid" || rc=$?
+  kill "$dog" 2>/dev/null || true
+  wait "$dog" 2>/dev/null || true
+  return "$rc"
+}

@@ -186,7 +186,7 @@ check "... saying it was cancelled" grep -q 'cancelled by the operator' <("$v" o
 # --- the daemon: one per database, SIGTERM drains
 "$v" daemon --work-dir "$work/wd" 2>"$work/err" &
 second=$!
-wait "$second"
+wait_pid "$second" 30
 check "a second daemon on the same database is refused" test $? -eq 1
 check "... saying so" grep -q 'another daemon is running' "$work/err"
 # The lock is the database file's (its inode), not its name's.
@@ -205,7 +205,7 @@ gates=$(grep -c gate "$work/out/log")
 o7=$("$v" instance instantiate "$i4" --request "$work/inst-long.json")
 wait_until 5 gate_started
 kill -TERM "$daemon_pid"
-wait "$daemon_pid"
+wait_pid "$daemon_pid" 30
 check "SIGTERM drains and exits 0" test $? -eq 0
 daemon_pid=
 check "the drained step finished and was recorded" grep -q 'succeeded instantiate_end.gate' <("$v" op history "$o7")
@@ -218,7 +218,7 @@ gates=$(grep -c gate "$work/out/log")
 o8=$("$v" instance instantiate "$i5" --request "$work/inst-2s.json")
 wait_until 5 gate_started
 kill -HUP "$daemon_pid"
-wait "$daemon_pid"
+wait_pid "$daemon_pid" 30
 check "SIGHUP drains and exits 0" test $? -eq 0
 daemon_pid=
 check "... after the running step's result was recorded" grep -q 'succeeded instantiate_end.gate' <("$v" op history "$o8")
@@ -233,7 +233,7 @@ wait_until 5 gate_started
 kill -KILL "$daemon_pid"; wait "$daemon_pid" 2>/dev/null
 start_daemon
 check "a restart right after SIGKILL succeeds" "$v" op wait "$o9" --timeout 30
-kill -TERM "$daemon_pid"; wait "$daemon_pid"; daemon_pid=
+kill -TERM "$daemon_pid"; wait_pid "$daemon_pid" 30; daemon_pid=
 # Deterministically: another process holds the database's flock for 1.5 s.
 locked() { ! flock -n "$VNFLOW_DB" true; }
 held() { wait_until 5 locked; }
@@ -249,7 +249,7 @@ wait "$holder"
 wait_until 5 grep -q 'vnflow daemon on' "$work/held.log"
 check "... and starts once it is released" grep -q 'vnflow daemon on' "$work/held.log"
 check "... still running" kill -0 "$daemon_pid"
-kill -TERM "$daemon_pid"; wait "$daemon_pid"; daemon_pid=
+kill -TERM "$daemon_pid"; wait_pid "$daemon_pid" 30; daemon_pid=
 flock "$VNFLOW_DB" sleep 8 &
 holder=$!
 held
@@ -273,7 +273,7 @@ if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null; then
   check "a daemon runs as nobody" grep -q '^Uid:[[:space:]]*65534' "/proc/$daemon_pid/status"
   check "... and is not dumpable (its /proc/<pid>/fd is root's, not nobody's)" \
     test "$(stat -c %U "/proc/$daemon_pid/fd")" = root
-  kill -TERM "$daemon_pid"; wait "$daemon_pid"; daemon_pid=
+  kill -TERM "$daemon_pid"; wait_pid "$daemon_pid" 30; daemon_pid=
   "${as_nobody[@]}" timeout 20 "$v" daemon --db "$nb/v.db" --hook-user nobody 2>"$work/err"
   check "--hook-user is refused when the daemon is not root (exit 2)" test $? -eq 2
   check "... saying why" grep -q -- '--hook-user needs the daemon to run as root' "$work/err"
@@ -299,7 +299,7 @@ wait_until 5 grep -q 'vnflow daemon on' "$kr/daemon.log"
 "$v" key rotate --db "$kr/v.db" 2>"$work/err"
 check "key rotate is refused while a daemon runs" test $? -eq 1
 check "... saying so" grep -q 'a daemon is running' "$work/err"
-kill -TERM "$daemon_pid"; wait "$daemon_pid"; daemon_pid=
+kill -TERM "$daemon_pid"; wait_pid "$daemon_pid" 30; daemon_pid=
 ln "$kr/v.db" "$kr/hard.db"
 "$v" vim list --db "$kr/hard.db" >/dev/null 2>"$work/err"
 check "a database with two hard links is refused" grep -q 'hard links' "$work/err"

@@ -151,7 +151,7 @@ for ((i = 0; i < instances; i++)); do
   "$vnflow" op wait "${last[i]}" --timeout 60 >/dev/null || die "operation ${last[i]}: $("$vnflow" op show "${last[i]}")"
 done
 kill -TERM "$daemon_pid"
-wait "$daemon_pid" || die "the daemon did not drain cleanly"
+wait_pid "$daemon_pid" 60 || die "the daemon did not drain cleanly (within 60 s)"
 daemon_pid=
 ok "the last daemon finished every operation and drained"
 

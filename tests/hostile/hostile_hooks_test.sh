@@ -82,7 +82,7 @@ started_since() { (($(grep -c "vnflow daemon on" "$work/daemon.log" 2>/dev/null 
 stop_daemon() {
   [[ -n $daemon_pid ]] || return 0
   kill -TERM "$daemon_pid" 2>/dev/null || true
-  wait "$daemon_pid" 2>/dev/null || true
+  wait_pid "$daemon_pid" 30 2>/dev/null || true
   daemon_pid=
 }
 op_wait() { wait_op "$1" "${2:-30}" || true; op_state "$1"; }  # op_wait OP [SECS]: its state then
@@ -163,7 +163,7 @@ op=$(run_op sigterm '"script1": "exec >/dev/null 2>&1; exec sleep 4.3456"')
 sleep 1
 t0=$SECONDS
 kill -TERM "$daemon_pid"; sleep 0.2; kill -TERM "$daemon_pid"
-wait "$daemon_pid" 2>/dev/null || true
+wait_pid "$daemon_pid" 30 2>/dev/null || true
 daemon_pid=
 check "sigterm: the daemon stopped within 2 s" test $((SECONDS - t0)) -le 2
 sleep 0.2
