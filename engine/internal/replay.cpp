@@ -101,6 +101,16 @@ class Replayer {
           if (const json::value* i =
                   e.data.is_object() ? e.data.get_object().if_contains("instance") : nullptr)
             r_.instance = *i;
+          // replay --from: the occurrence began at that state, with the original's outputs.
+          if (std::string from = text_of(e.data, "from"); !from.empty()) {
+            int at = r_.m->find(from);
+            if (at < 0) {
+              diverge("the recording began at \"" + from + "\", a state the machine does not have");
+              break;
+            }
+            r_.c.cur = at;
+            r_.c.outputs = stored_outputs_;
+          }
         } else {
           auto st = state_named(e.data);
           if (!st) {
@@ -111,6 +121,8 @@ class Replayer {
         }
         r_.state = stored;
         r_.final_ = false;
+        // A cancel that arrived while no daemon held it is recorded right after the resume.
+        r_.cancel = r_.cancel || (p_ + 1 < rec_.size() && rec_[p_ + 1].kind == "cancel_requested");
         r_.timer_at = 0;
         stepper_.resume(r_, stored, now, true);
         if (!take())

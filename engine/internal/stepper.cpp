@@ -708,11 +708,19 @@ std::vector<std::string> Stepper::resume(Run& r, OpState stored, int64_t now, bo
   now_ = now;
   stopping_ = stopping;
   std::vector<std::string> poisoned_states;
-  if (stored == OpState::kStarting)
-    event(r, "op_processing", "", -1, 0, "", json::object{{"instance", r.hist(r.instance)}});
-  else
+  if (stored == OpState::kStarting) {
+    json::object data{{"instance", r.hist(r.instance)}};
+    // An occurrence started by replay --from begins elsewhere than the machine's start.
+    if (r.c.cur != r.m->start && r.c.cur >= 0 && static_cast<size_t>(r.c.cur) < r.m->states.size())
+      data["from"] = r.m->states[static_cast<size_t>(r.c.cur)].name;
+    event(r, "op_processing", "", -1, 0, "", std::move(data));
+  } else {
     event(r, stored == OpState::kRollingBack ? "rollback_resumed" : "resumed", "", -1, 0, "",
           json::object{{"state", std::string(to_string(stored))}});
+  }
+  // A cancel that arrived while no daemon held the operation.
+  if (r.cancel)
+    event(r, "cancel_requested", "", -1, 0, "", nullptr);
   // An operator's retry: failed items try again; a rollback's failed compensation too.
   if (r.state == OpState::kProcessing) {
     for (auto& it : r.c.items) {

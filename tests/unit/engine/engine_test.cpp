@@ -17,6 +17,7 @@
 #include "engine/internal/vim_actions.h"
 
 #include "tests/fakes/store_wrapper.h"
+#include "tests/unit/engine/replay_check.h"
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
@@ -112,6 +113,10 @@ struct Fixture {
     auto i = engine::create_instance(*store, package_id, "test", "");
     REQUIRE(i.ok());
     instance_id = i.value().id;
+  }
+  ~Fixture() {
+    if (store != nullptr)
+      vnflow_test::check_every_history_replays(*store);
   }
 
   json::value instantiate_request() {

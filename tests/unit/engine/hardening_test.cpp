@@ -16,6 +16,8 @@
 
 #include "engine/engine.h"
 
+#include "tests/unit/engine/replay_check.h"
+
 namespace fs = std::filesystem;
 namespace json = boost::json;
 using engine::OpState;
@@ -122,6 +124,10 @@ struct Fixture {
     auto i = engine::create_instance(*store, package_id, "test", "");
     REQUIRE(i.ok());
     instance_id = i.value().id;
+  }
+  ~Fixture() {
+    if (store != nullptr)
+      vnflow_test::check_every_history_replays(*store);
   }
   void reopen() {
     store.reset();
