@@ -315,6 +315,12 @@ base::Result<OpRecord> rollback_operation(Store& store, std::string_view op_id);
 // next commit: the store refuses writes to an operation that is no longer active.
 base::Result<OpRecord> fail_operation(Store& store, std::string_view op_id, bool force = false);
 base::Status cancel_operation(Store& store, std::string_view op_id);
+// Operations, newest first: at most `f.limit` (1 or more), and whether there were more.
+struct OpPage {
+  std::vector<OpRecord> ops;
+  bool more = false;
+};
+base::Result<OpPage> list_operations(Store& store, OpFilter f);
 
 // The compiled machine an operation runs (pinned when it was requested).
 base::Result<std::shared_ptr<const workflows::Machine>> operation_machine(Store& store,
@@ -330,10 +336,10 @@ struct ReplayReport {
   std::vector<std::string> steps;  // "state -> next" lines, as re-driven
 };
 // Drives the executor's own stepper with the recorded results; `max_redispatch` is the
-// daemon's (EngineOptions), for histories where its poison guard stopped a step.
+// daemon's (EngineOptions); -1: read from the recording (a step its poison guard stopped).
 base::Result<ReplayReport> replay_dry_run(Store& store, const OpRecord& op,
                                           const workflows::Machine& machine,
-                                          int max_redispatch = 3);
+                                          int max_redispatch = -1);
 // The same for operation `op_id` against its own machine, or (with `package_path`) the
 // machine of the same operation and flavour compiled from that package, whose problems go
 // to `diags`.

@@ -4,6 +4,8 @@
 // Nothing runs: inline record actions run on the replay's copy of the record, the VIM ones
 // without a store.
 #include <algorithm>
+#include <cstdlib>
+#include <limits>
 
 #include <boost/json.hpp>
 
@@ -279,6 +281,17 @@ base::Result<ReplayReport> replay_dry_run(Store& store, const OpRecord& op, cons
   auto hist = store.history(op.id);
   if (!hist.ok())
     return hist.status();
+  if (max_redispatch < 0) {
+    // The daemon's limit is not recorded; a step its poison guard stopped says it.
+    max_redispatch = std::numeric_limits<int>::max();
+    constexpr std::string_view kPoison = "re-dispatched ";
+    for (const auto& e : hist.value()) {
+      std::string msg = e.kind == "failed" ? text_of(e.data, "message") : std::string();
+      if (msg.starts_with(kPoison) &&
+          msg.find(" times after the daemon stopped") != std::string::npos)
+        max_redispatch = std::atoi(msg.c_str() + kPoison.size());
+    }
+  }
   auto outs = store.outputs(op.id);
   json::object stored = outs.ok() ? std::move(outs).value() : json::object();
   // Not owned: `m` outlives the replay.

@@ -179,6 +179,16 @@ while read -r op; do
   checked=$((checked + 1))
 done < "$work/instantiate-ops"
 ok "$checked keyed steps each applied once under one key"
+
+# Every history, with its kills, re-dispatches and resumes, replays through the executor's
+# stepper to the same events.
+diverged=0
+while read -r op; do
+  "$vnflow" op replay "$op" --dry-run >"$work/replay.out" 2>&1 || {
+    diverged=$((diverged + 1)); echo "replay of $op: $(grep -m1 diverges "$work/replay.out")"; }
+done < "$work/instantiate-ops"
+[[ $diverged -eq 0 ]] || die "$diverged histories do not replay to the same events"
+ok "every history replays to the same events"
 runs=$(wc -l < "$work/runs.log")
 effects=$(wc -l < "$work/effects.log")
 redispatched=$((runs - effects))
