@@ -582,16 +582,12 @@ int cmd_op(const CommandSpec& spec, const Opts& o) {
   if (!store)
     return 1;
   if (sub == "list") {
-    // One more than shown tells whether the list was cut.
+    auto page = engine::list_operations(*store, f);
+    if (!page.ok())
+      return fail(page.status());
+    const std::vector<engine::OpRecord>& ops = page.value().ops;
+    bool cut = page.value().more;
     size_t limit = f.limit;
-    f.limit = limit + 1;
-    auto list = store->list_ops(f);
-    if (!list.ok())
-      return fail(list.status());
-    std::vector<engine::OpRecord> ops = std::move(list).value();
-    bool cut = ops.size() > limit;
-    if (cut)
-      ops.resize(limit);
     json::array a;
     for (const auto& op : ops) {
       if (as_json)

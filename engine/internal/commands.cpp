@@ -2,6 +2,7 @@
 // cancel, replay. Each is one short transaction on the Store; the daemon does the rest.
 #include "engine/internal/commands.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -465,6 +466,20 @@ base::Result<OpRecord> fail_operation(Store& store, std::string_view op_id, bool
 
 base::Status cancel_operation(Store& store, std::string_view op_id) {
   return store.request_cancel(op_id);
+}
+
+base::Result<OpPage> list_operations(Store& store, OpFilter f) {
+  size_t limit = std::max<size_t>(f.limit, 1);
+  f.limit = limit + 1;  // one more than shown tells whether there were more
+  auto list = store.list_ops(f);
+  if (!list.ok())
+    return list.status();
+  OpPage page;
+  page.ops = std::move(list).value();
+  page.more = page.ops.size() > limit;
+  if (page.more)
+    page.ops.resize(limit);
+  return page;
 }
 
 base::Result<std::shared_ptr<const workflows::Machine>> operation_machine(Store& store,

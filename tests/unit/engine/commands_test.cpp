@@ -354,3 +354,47 @@ TEST_CASE("a daemon drains on its first signal: run() returns, the lock is relea
   // Gone with the daemon: the lock is free for the next one (and for key rotation).
   CHECK(engine::rotate_database_key(path).ok());
 }
+
+TEST_CASE("op list pages: at most the limit, newest first, and whether there were more") {
+  TempDb db;
+  engine::PackageRecord p;
+  p.id = "pkg-1";
+  p.digest = "d1";
+  p.name = "p";
+  auto pkg = db.store->put_package(p, "bytes");
+  REQUIRE(pkg.ok());
+  auto inst = engine::create_instance(*db.store, pkg.value().id, "i", "");
+  REQUIRE(inst.ok());
+  REQUIRE(db.store->put_machine("m1", "{}").ok());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    engine::OpRecord op;
+    op.id = engine::new_id();
+    op.instance_id = inst.value().id;
+    op.operation = "modify_info";
+    op.machine_digest = "m1";
+    op.package_digest = "d1";
+    op.request = json::object();
+    op.created_ms = 1000 + i;
+    base::Status created = db.store->create_op(op);
+    INFO(created.message());
+    REQUIRE(created.ok());
+    REQUIRE(engine::fail_operation(*db.store, op.id, true).ok());
+    ids.push_back(op.id);
+  }
+  engine::OpFilter f;
+  f.limit = 2;
+  auto two = engine::list_operations(*db.store, f);
+  REQUIRE(two.ok());
+  CHECK(two.value().more);
+  REQUIRE(two.value().ops.size() == 2);
+  CHECK(two.value().ops[0].id == ids[2]);
+  CHECK(two.value().ops[1].id == ids[1]);
+  f.limit = 3;
+  auto all = engine::list_operations(*db.store, f);
+  REQUIRE(all.ok());
+  CHECK_FALSE(all.value().more);
+  CHECK(all.value().ops.size() == 3);
+  f.state = engine::OpState::kCompleted;
+  CHECK(engine::list_operations(*db.store, f).value().ops.empty());
+}
