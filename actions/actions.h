@@ -190,11 +190,6 @@ class Registry {
   std::map<std::string, std::shared_ptr<const Kind>, std::less<>> kinds_;
 };
 
-// Deprecated (until the engine asks Registry::find(name)->runs_inline() and calls
-// run_inline()): the inline kinds of Registry::standard(), by name.
-Outcome run_instance_action(std::string_view name, const json::object& inputs, json::value& record);
-bool is_instance_action(std::string_view name);
-
 // Hooks of a dead daemon must not run beside the new daemon's re-dispatch of the same
 // step. Takes <work_root>/.hooks.lock exclusively (waiting up to `wait` for the supervisors
 // of a previous daemon's hooks, which hold it shared, to finish killing their trees), then

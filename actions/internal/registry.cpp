@@ -268,33 +268,4 @@ void add_instance_actions(Registry& r) {
                [](const json::object& in, json::value&) { return instance_check(in); });
 }
 
-namespace {
-
-// The inline kinds the deprecated free functions answer for.
-const Registry& inline_kinds() {
-  static const Registry kInline = [] {
-    Registry r;
-    add_instance_actions(r);
-    add_heat_parameters(r);
-    return r;
-  }();
-  return kInline;
-}
-
-}  // namespace
-
-bool is_instance_action(std::string_view name) {
-  const Kind* k = inline_kinds().find(name);
-  return k != nullptr && k->runs_inline();
-}
-
-Outcome run_instance_action(std::string_view name, const json::object& inputs,
-                            json::value& record) {
-  const Kind* k = inline_kinds().find(name);
-  if (k == nullptr)
-    return Outcome::failure(ErrorClass::kInvalid,
-                            "no instance action \"" + std::string(name) + "\"");
-  return k->run_inline(inputs, record);
-}
-
 }  // namespace actions

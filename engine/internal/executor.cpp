@@ -133,16 +133,15 @@ struct Engine::Impl {
         {"id", rec.id}, {"type", rec.type}, {"access", rec.access}, {"extra", rec.extra}};
   };
 
-  // Instance-record and VIM-registry actions run on this thread, and the record they
-  // change is committed with the state's result.
-  static bool runs_inline(std::string_view action) {
-    return actions::is_instance_action(action) || is_vim_action(action);
+  // Inline kinds (the instance record's, the VIM registry's) run on this thread, and the
+  // record they change is committed with the state's result.
+  bool runs_inline(std::string_view action) const {
+    const actions::Kind* k = registry.find(action);
+    return k != nullptr && k->runs_inline();
   }
   actions::Outcome run_inline(std::string_view action, const json::object& in,
                               json::value& record) {
-    if (is_vim_action(action))
-      return run_vim_action(&store, action, in, record);
-    return actions::run_instance_action(action, in, record);
+    return registry.find(action)->run_inline(in, record);
   }
 
   // Hooks: who they run as, what they must not read.
@@ -158,20 +157,20 @@ struct Engine::Impl {
         opt(std::move(o)),
         pool(static_cast<size_t>(std::max(1, opt.workers))) {
     private_files = store.private_files();
+    add_vim_actions(registry, &store);
     if (!opt.hook_user.empty()) {
+      // The rule is check_hook_user's (daemon.cpp); here only the ids are read.
       struct passwd pw {};
       struct passwd* found = nullptr;
       std::vector<char> buf(16384);
-      if (::getpwnam_r(opt.hook_user.c_str(), &pw, buf.data(), buf.size(), &found) != 0 ||
-          found == nullptr)
-        hook_user_error = "no user \"" + opt.hook_user + "\" for hooks";
-      else if (::geteuid() != 0)
-        hook_user_error = "hooks can run as another user only when the daemon runs as root";
-      else if (pw.pw_uid == 0)
-        hook_user_error = "the hook user must not be root";
-      else {
+      if (base::Status st = check_hook_user(opt.hook_user); !st.ok()) {
+        hook_user_error = st.message();
+      } else if (::getpwnam_r(opt.hook_user.c_str(), &pw, buf.data(), buf.size(), &found) == 0 &&
+                 found != nullptr) {
         hook_uid = static_cast<int>(pw.pw_uid);
         hook_gid = static_cast<int>(pw.pw_gid);
+      } else {
+        hook_user_error = "the hook user: no user \"" + opt.hook_user + "\"";
       }
     }
   }

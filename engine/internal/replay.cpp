@@ -68,12 +68,14 @@ class Replayer {
  public:
   Replayer(const OpRecord& op, std::shared_ptr<const Machine> m, const json::object& stored_outputs,
            int max_redispatch, std::vector<EventRecord> recording)
-      : stepper_(
-            [](std::string_view a) { return actions::is_instance_action(a) || is_vim_action(a); },
-            [](std::string_view a, const json::object& in, json::value& record) {
-              if (is_vim_action(a))
-                return run_vim_action(nullptr, a, in, record);
-              return actions::run_instance_action(a, in, record);
+      : registry_(inline_kinds()),
+        stepper_(
+            [this](std::string_view a) {
+              const actions::Kind* k = registry_.find(a);
+              return k != nullptr && k->runs_inline();
+            },
+            [this](std::string_view a, const json::object& in, json::value& record) {
+              return registry_.find(a)->run_inline(in, record);
             },
             max_redispatch),
         stored_outputs_(stored_outputs),
@@ -264,6 +266,14 @@ class Replayer {
     rep_.divergence = std::move(why);
   }
 
+  // The inline kinds, the VIM ones without a store: nothing but the record changes.
+  static actions::Registry inline_kinds() {
+    actions::Registry r = actions::Registry::standard();
+    add_vim_actions(r, nullptr);
+    return r;
+  }
+
+  actions::Registry registry_;
   Stepper stepper_;
   Run r_;
   const json::object& stored_outputs_;

@@ -140,10 +140,6 @@ Outcome vim_deregister(Store* store, const json::object& in, json::value& record
 
 }  // namespace
 
-bool is_vim_action(std::string_view name) {
-  return name == "vim.register" || name == "vim.deregister";
-}
-
 actions::Outcome run_vim_action(Store* store, std::string_view name, const json::object& inputs,
                                 json::value& record) {
   if (name == "vim.register")
@@ -152,6 +148,23 @@ actions::Outcome run_vim_action(Store* store, std::string_view name, const json:
     return vim_deregister(store, inputs, record);
   return Outcome::failure(base::ErrorClass::kInvalid,
                           "no VIM action \"" + std::string(name) + "\"");
+}
+
+void add_vim_actions(actions::Registry& registry, Store* store) {
+  registry.add_inline(
+      "vim.register",
+      actions::Signature::of({"name: string", "type: string", "access: map(any)",
+                              "extra?: map(any)", "connection_id?: string"},
+                             {"vim_id: string", "connection: any", "replaced: boolean"}),
+      [store](const json::object& in, json::value& record) {
+        return run_vim_action(store, "vim.register", in, record);
+      });
+  registry.add_inline(
+      "vim.deregister",
+      actions::Signature::of({"vim_id?: string", "name?: string"}, {"removed: boolean"}),
+      [store](const json::object& in, json::value& record) {
+        return run_vim_action(store, "vim.deregister", in, record);
+      });
 }
 
 }  // namespace engine

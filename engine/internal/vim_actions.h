@@ -16,7 +16,9 @@
 
 namespace engine {
 
-bool is_vim_action(std::string_view name);
+// Registers vim.register and vim.deregister (inline, with their catalog signatures) over
+// `store`; null for replay (only the record changes).
+void add_vim_actions(actions::Registry& registry, Store* store);
 
 // Runs vim.register or vim.deregister for the instance whose record is `record` and
 // updates record.vim_connection_info. `store` may be null (replay): then only the record

@@ -16,6 +16,19 @@
 
 namespace json = boost::json;
 
+namespace {
+
+// Runs an inline kind the way the engine does: found in the registry, run on the record.
+actions::Outcome run_inline(std::string_view name, const json::object& in, json::value& record) {
+  static const actions::Registry r = actions::Registry::standard();
+  const actions::Kind* k = r.find(name);
+  REQUIRE(k != nullptr);
+  REQUIRE(k->runs_inline());
+  return k->run_inline(in, record);
+}
+
+}  // namespace
+
 TEST_CASE("sealed secrets open only with their key and owner") {
   auto dir = std::filesystem::temp_directory_path() / ("vnflow-seal-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -92,7 +105,7 @@ TEST_CASE("the nfv parameter follows the level, the scale status and the externa
                       "extCps": [{"cpdId": "front_CP1"}]}])")},
                   {"overrides", json::parse(R"({"VDU": {"front": {"flavor": "m1.large"}}})")}};
   json::value record;
-  auto out = actions::run_instance_action("heat.parameters", in, record);
+  auto out = run_inline("heat.parameters", in, record);
   REQUIRE(out.ok);
   const auto& nfv = out.outputs.at("parameters").at("nfv");
   CHECK(nfv.at("VDU").at("worker").at("desired_capacity").as_int64() == 3);
@@ -169,20 +182,20 @@ TEST_CASE("group members: oldest first, the scale-in targets are the newest of t
   json::object vnfd = json::parse(R"({"aspects": {"worker_aspect": {"max_scale_level": 2,
       "deltas": {"worker": {"delta_1": 1}}}}})")
                           .as_object();
-  auto one = actions::run_instance_action(
+  auto one = run_inline(
       "instance.scale_in_targets",
       json::object{{"vnfd", vnfd}, {"aspect", "worker_aspect"}, {"steps", 1}, {"vnfcs", vnfcs}},
       record);
   REQUIRE(one.ok);
   REQUIRE(one.outputs.at("vnfcs").as_array().size() == 1);
   CHECK(one.outputs.at("vnfcs").as_array()[0].at("id") == "s2");  // the newest goes
-  auto all = actions::run_instance_action(
+  auto all = run_inline(
       "instance.scale_in_targets",
       json::object{{"vnfd", vnfd}, {"aspect", "worker_aspect"}, {"steps", 5}, {"vnfcs", vnfcs}},
       record);
   REQUIRE(all.ok);
   CHECK(all.outputs.at("vnfcs").as_array().size() == 2);
-  auto unknown = actions::run_instance_action(
+  auto unknown = run_inline(
       "instance.scale_in_targets",
       json::object{{"vnfd", vnfd}, {"aspect", "nope"}, {"steps", 1}, {"vnfcs", vnfcs}}, record);
   CHECK_FALSE(unknown.ok);

@@ -1,8 +1,8 @@
 // A test double for actions::http::Transport: it answers from a script. Each rule matches a
 // method and a URL prefix and answers with a canned response or a function of the request
-// (a fake server's state); the rule added last wins, so a test overrides a fake's rule. Every request is recorded. The
-// fault hooks see each call by its number and may replace or spoil its answer, for fault
-// sweeps (Beast's fail_count).
+// (a fake server's state); the rule added last wins, so a test overrides a fake's rule. Every
+// request is recorded. The fault hooks see each call by its number and may replace or spoil its
+// answer, for fault sweeps (Beast's fail_count).
 #pragma once
 
 #include <functional>

@@ -134,7 +134,7 @@ struct Fixture {
   }
 
   actions::Registry registry() {
-    actions::Registry r;
+    actions::Registry r = actions::Registry::standard();
     r.add("local.exec", std::make_shared<FakeExec>(effects));
     return r;
   }

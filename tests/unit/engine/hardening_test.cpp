@@ -145,7 +145,7 @@ struct Fixture {
     return engine::request_operation(*store, instance_id, op, body, diags);
   }
   void run(const std::string& out = "ok") {
-    actions::Registry r;
+    actions::Registry r = actions::Registry::standard();
     r.add("local.exec", std::make_shared<RecordingExec>(calls, out));
     engine::EngineOptions o;
     o.workers = 2;

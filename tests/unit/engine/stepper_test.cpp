@@ -26,12 +26,21 @@ std::shared_ptr<const workflows::Machine> machine(const std::string& yaml) {
   return m;
 }
 
+const actions::Registry& kinds() {
+  static const actions::Registry r = actions::Registry::standard();
+  return r;
+}
+
 Stepper stepper() {
-  return Stepper([](std::string_view a) { return actions::is_instance_action(a); },
-                 [](std::string_view a, const json::object& in, json::value& record) {
-                   return actions::run_instance_action(a, in, record);
-                 },
-                 3);
+  return Stepper(
+      [](std::string_view a) {
+        const actions::Kind* k = kinds().find(a);
+        return k != nullptr && k->runs_inline();
+      },
+      [](std::string_view a, const json::object& in, json::value& record) {
+        return kinds().find(a)->run_inline(in, record);
+      },
+      3);
 }
 
 Run run_of(std::shared_ptr<const workflows::Machine> m) {
