@@ -353,7 +353,7 @@ engine::EngineOptions options(const std::string& dir) {
 }
 
 actions::Registry registry(std::atomic<uint64_t>* calls) {
-  actions::Registry r;
+  actions::Registry r = actions::Registry::standard();
   r.add("local.exec", std::make_shared<NoopExec>(calls));
   return r;
 }
