@@ -67,8 +67,9 @@ inst_field() { "$vnflow" instance show "$1" --json | $PY -c "import json,sys; d=
 expect_completed() {  # expect_completed WHAT OP
   if wait_op "$2"; then ok "$1 COMPLETED"; else bad "$1 COMPLETED (is $(op_state "$2"))"; "$vnflow" op show "$2" | t_printable | sed 's/^/     /'; fi
 }
-# The VM (heatwatch's name) at an address.
-vm_at() { bash "$vm" list | awk -v a="$1" '$2 == a {print $1}'; }
+# The live VM (heatwatch's name) at an address: a deleted stack's dead VM may have had the
+# same address.
+vm_at() { bash "$vm" list | awk -v a="$1" '$2 == a && $4 != "dead" {n = $1} END {print n}'; }
 on_vm() { local name; name=$(vm_at "$1"); shift; [[ -n $name ]] && bash "$vm" exec "$name" "$@"; }
 
 # ---------------------------------------------------------------------------------------
