@@ -15,7 +15,8 @@ release_build() {
   (cd "$root" &&
     { [[ -f $build/build.ninja ]] ||
       meson setup "$build" --buildtype=release --wrap-mode=nodownload -Dbench=true; } &&
-    { [[ $(option_of "$build" bench) == True ]] || meson configure "$build" -Dbench=true; } &&
+    { [[ $(option_of "$build" bench 2>/dev/null) == True ]] ||
+      meson setup --reconfigure "$build" --wrap-mode=nodownload -Dbench=true; } &&
     ninja -C "$build" "$@") >&2
   vnflow=$build/cli/vnflow  # where the CLI lives (engine/vnflow before it had a folder)
   [[ -x $vnflow ]] || vnflow=$build/engine/vnflow
@@ -25,5 +26,5 @@ release_build() {
 
 option_of() {  # option_of BUILD_DIR NAME: a Meson option's value, as Python prints it
   meson introspect --buildoptions "$1" | /usr/bin/python3 -c \
-    'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == sys.argv[1]))' "$2"
+    'import json, sys; print(next((o["value"] for o in json.load(sys.stdin) if o["name"] == sys.argv[1]), ""))' "$2"
 }
