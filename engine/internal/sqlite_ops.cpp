@@ -1,0 +1,400 @@
+// The SQLite Store (sqlite_store.h): the executor's commits, operations, their outputs and
+// events.
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <boost/json.hpp>
+
+#include "engine/engine.h"
+#include "engine/internal/sqlite_store.h"
+
+namespace engine::internal {
+
+namespace {
+
+constexpr const char* kOpColumns =
+    "id, instance_id, operation, state, machine, package_digest, request, error, cursor, "
+    "owner, cancel_requested, wake_at_ms, created_ms, updated_ms";
+
+OpRecord read_op(SQLite::Statement& st) {
+  OpRecord r;
+  r.id = text(st, 0);
+  r.instance_id = text(st, 1);
+  r.operation = text(st, 2);
+  r.state = parse_op_state(text(st, 3)).value_or(OpState::kFailed);
+  r.machine_digest = text(st, 4);
+  r.package_digest = text(st, 5);
+  r.request = parse_or_null(text(st, 6));
+  r.error = parse_or_null(text(st, 7));
+  r.cursor = parse_or_null(text(st, 8));
+  r.owner = text(st, 9);
+  r.cancel_requested = st.getColumn(10).getInt() != 0;
+  r.wake_at_ms = st.getColumn(11).getInt64();
+  r.created_ms = st.getColumn(12).getInt64();
+  r.updated_ms = st.getColumn(13).getInt64();
+  return r;
+}
+
+}  // namespace
+
+base::Status SqliteStore::apply(const std::vector<const Batch*>& batches) {
+  std::lock_guard<std::mutex> lock(wmu_);
+  return guard([&] {
+    w_.exec("BEGIN IMMEDIATE");
+    try {
+      int64_t now = now_ms();
+      for (const Batch* b : batches) {
+        b->fenced = false;
+        for (const auto& o : b->ops) {
+          bool full = o.state || o.owner;
+          auto& st = full ? *upd_op_ : *upd_op_plain_;
+          st.reset();
+          int i = 1;
+          st.bind(i++, o.op_id);
+          if (full) {
+            if (o.state)
+              st.bind(i++, std::string(to_string(*o.state)));
+            else
+              st.bind(i++);
+          }
+          if (o.cursor)
+            st.bind(i++, sealed_text(*o.cursor, "op/" + o.op_id + "/cursor"));
+          else
+            st.bind(i++);
+          st.bind(i++, o.set_error ? 1 : 0);
+          bind_text_or_null(st, i++, o.error);
+          if (o.wake_at_ms)
+            st.bind(i++, static_cast<int64_t>(*o.wake_at_ms));
+          else
+            st.bind(i++);
+          if (full) {
+            if (o.owner)
+              st.bind(i++, *o.owner);
+            else
+              st.bind(i++);
+          }
+          st.bind(i++, static_cast<int64_t>(now));
+          if (st.exec() != 1) {
+            // Fencing: an operation that is no longer active (an operator forced it to
+            // FAILED) takes no write from an executor; the rest of the group commits.
+            auto cur = get_op_locked(w_, o.op_id);
+            if (!cur.ok())
+              throw std::runtime_error("no operation " + o.op_id);
+            b->fenced = true;
+          }
+        }
+        if (b->fenced)
+          continue;
+        for (const auto& e : b->events) {
+          auto& st = *ins_event_;
+          st.reset();
+          st.bind(1, e.op_id);
+          st.bind(2, static_cast<int64_t>(e.seq));
+          st.bind(3, static_cast<int64_t>(e.at_ms));
+          st.bind(4, e.kind);
+          bind_text_or_null(st, 5, e.state);
+          if (e.item >= 0)
+            st.bind(6, e.item);
+          else
+            st.bind(6);
+          st.bind(7, e.attempt);
+          bind_text_or_null(st, 8, e.key);
+          if (e.data.is_null())
+            st.bind(9);
+          else
+            st.bind(9, json::serialize(e.data));
+          st.exec();
+        }
+        for (const auto& o : b->outputs) {
+          auto& st = *ins_output_;
+          st.reset();
+          st.bind(1, o.op_id);
+          st.bind(2, o.state);
+          st.bind(3, o.secret ? sealed_whole(o.value, "op/" + o.op_id + "/output/" + o.state)
+                              : sealed_text(o.value, "op/" + o.op_id + "/output/" + o.state));
+          st.exec();
+        }
+        for (const auto& i : b->instances) {
+          auto& st = *upd_inst_;
+          st.reset();
+          st.bind(1, i.instance_id);
+          st.bind(2, i.instantiation_state);
+          st.bind(3, sealed_text(i.record, "instance/" + i.instance_id));
+          st.exec();
+        }
+      }
+      w_.exec("COMMIT");
+    } catch (...) {
+      rollback_quietly();
+      throw;
+    }
+    return base::Status::Ok();
+  });
+}
+
+base::Status SqliteStore::create_op(const OpRecord& rec) {
+  std::lock_guard<std::mutex> lock(wmu_);
+  return guard([&] {
+    w_.exec("BEGIN IMMEDIATE");
+    try {
+      SQLite::Statement open(
+          w_,
+          std::string("SELECT id, state, operation FROM ops WHERE instance_id = ? AND ") + kOpen);
+      open.bind(1, rec.instance_id);
+      if (open.executeStep()) {
+        std::string msg = "VNF instance " + rec.instance_id + " already has operation " +
+                          open.getColumn(0).getString() + " (" + open.getColumn(2).getString() +
+                          ") in " + open.getColumn(1).getString() +
+                          "; one operation at a time per instance";
+        w_.exec("ROLLBACK");
+        return base::Status::FailedPrecondition(msg);
+      }
+      SQLite::Statement ins(w_, std::string("INSERT INTO ops(") + kOpColumns +
+                                    ") VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, 0, ?, ?)");
+      ins.bind(1, rec.id);
+      ins.bind(2, rec.instance_id);
+      ins.bind(3, rec.operation);
+      ins.bind(4, std::string(to_string(rec.state)));
+      ins.bind(5, rec.machine_digest);
+      ins.bind(6, rec.package_digest);
+      ins.bind(7, sealed_text(rec.request, "op/" + rec.id + "/request"));
+      if (rec.error.is_null())
+        ins.bind(8);
+      else
+        ins.bind(8, json::serialize(rec.error));
+      if (rec.cursor.is_null())
+        ins.bind(9);
+      else
+        ins.bind(9, sealed_text(rec.cursor, "op/" + rec.id + "/cursor"));
+      ins.bind(10, static_cast<int64_t>(rec.created_ms));
+      ins.bind(11, static_cast<int64_t>(rec.created_ms));
+      ins.exec();
+      w_.exec("COMMIT");
+    } catch (...) {
+      rollback_quietly();
+      throw;
+    }
+    return base::Status::Ok();
+  });
+}
+
+base::Result<OpRecord> SqliteStore::get_op(std::string_view id) {
+  std::lock_guard<std::mutex> lock(rmu_);
+  return get_op_locked(r_, id);
+}
+
+base::Result<std::vector<OpRecord>> SqliteStore::list_ops(const OpFilter& f) {
+  std::lock_guard<std::mutex> lock(rmu_);
+  std::vector<OpRecord> out;
+  base::Status s = guard([&] {
+    std::string sql = std::string("SELECT ") + kOpColumns + " FROM ops WHERE 1 = 1";
+    if (!f.instance_id.empty())
+      sql += " AND instance_id = ?1";
+    if (f.state)
+      sql += " AND state = ?2";
+    sql += " ORDER BY created_ms DESC, id LIMIT ?3";
+    SQLite::Statement q(r_, sql);
+    if (!f.instance_id.empty())
+      q.bind(1, f.instance_id);
+    if (f.state)
+      q.bind(2, std::string(to_string(*f.state)));
+    q.bind(3, static_cast<int64_t>(f.limit));
+    while (q.executeStep())
+      out.push_back(opened(read_op(q)));
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  return out;
+}
+
+base::Result<OpRecord> SqliteStore::transition(std::string_view id,
+                                               const std::vector<OpState>& from, OpState to,
+                                               const std::optional<std::string>& error) {
+  std::lock_guard<std::mutex> lock(wmu_);
+  base::Status s = guard([&] {
+    w_.exec("BEGIN IMMEDIATE");
+    try {
+      auto cur = get_op_locked(w_, id);
+      if (!cur.ok()) {
+        w_.exec("ROLLBACK");
+        return cur.status();
+      }
+      bool allowed = false;
+      std::string list;
+      for (OpState f : from) {
+        allowed = allowed || cur.value().state == f;
+        list += (list.empty() ? "" : " or ") + std::string(to_string(f));
+      }
+      if (!allowed) {
+        w_.exec("ROLLBACK");
+        return base::Status::FailedPrecondition("operation " + std::string(id) + " is " +
+                                                std::string(to_string(cur.value().state)) +
+                                                "; this needs " + list);
+      }
+      SQLite::Statement u(
+          w_,
+          "UPDATE ops SET state = ?2, owner = NULL, cancel_requested = 0,"
+          " updated_ms = ?3, error = CASE WHEN ?4 THEN ?5 ELSE error END WHERE id = ?1");
+      u.bind(1, std::string(id));
+      u.bind(2, std::string(to_string(to)));
+      u.bind(3, static_cast<int64_t>(now_ms()));
+      u.bind(4, error ? 1 : 0);
+      if (error && !error->empty())
+        u.bind(5, *error);
+      else
+        u.bind(5);
+      u.exec();
+      w_.exec("COMMIT");
+    } catch (...) {
+      rollback_quietly();
+      throw;
+    }
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  std::lock_guard<std::mutex> rlock(rmu_);
+  return get_op_locked(r_, id);
+}
+
+base::Status SqliteStore::request_cancel(std::string_view id) {
+  std::lock_guard<std::mutex> lock(wmu_);
+  return guard([&] {
+    SQLite::Statement u(w_,
+                        "UPDATE ops SET cancel_requested = 1 WHERE id = ? AND (state = "
+                        "'STARTING' OR state = 'PROCESSING')");
+    u.bind(1, std::string(id));
+    if (u.exec() == 1)
+      return base::Status::Ok();
+    auto cur = get_op_locked(w_, id);
+    if (!cur.ok())
+      return cur.status();
+    return base::Status::FailedPrecondition(
+        "operation " + std::string(id) + " is " + std::string(to_string(cur.value().state)) +
+        "; only a STARTING or PROCESSING operation can be cancelled");
+  });
+}
+
+base::Result<std::vector<OpRecord>> SqliteStore::runnable(bool all) {
+  std::lock_guard<std::mutex> lock(rmu_);
+  std::vector<OpRecord> out;
+  base::Status s = guard([&] {
+    std::string sql = std::string("SELECT ") + kOpColumns + " FROM ops WHERE ";
+    if (!all)
+      sql += "owner IS NULL AND ";
+    sql += kRunning;
+    sql += " ORDER BY created_ms";
+    SQLite::Statement q(r_, sql);
+    while (q.executeStep())
+      out.push_back(opened(read_op(q)));
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  return out;
+}
+
+base::Result<std::vector<std::string>> SqliteStore::cancel_requests() {
+  std::lock_guard<std::mutex> lock(rmu_);
+  std::vector<std::string> out;
+  base::Status s = guard([&] {
+    SQLite::Statement q(
+        r_, std::string("SELECT id FROM ops WHERE cancel_requested = 1 AND ") + kRunning);
+    while (q.executeStep())
+      out.push_back(q.getColumn(0).getString());
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  return out;
+}
+
+base::Result<json::object> SqliteStore::outputs(std::string_view op_id) {
+  std::lock_guard<std::mutex> lock(rmu_);
+  json::object out;
+  base::Status s = guard([&] {
+    SQLite::Statement q(r_, "SELECT state, value FROM outputs WHERE op_id = ?");
+    q.bind(1, std::string(op_id));
+    while (q.executeStep()) {
+      std::string state = q.getColumn(0).getString();
+      std::string owner = "op/" + std::string(op_id) + "/output/" + state;
+      std::string t = q.getColumn(1).getString();
+      json::value v;
+      if (std::string_view(t).starts_with(kSealedPrefix)) {
+        // A secret output, sealed whole. One that does not open stays sealed.
+        v = t;
+        auto k = key();
+        if (k.ok() && t.compare(kSealedPrefix.size(), 3, "j1:") == 0) {
+          auto plain = base::unseal(k.value(), std::string_view(t).substr(kSealedPrefix.size() + 3),
+                                    owner + "#");
+          if (plain.ok())
+            v = parse_or_null(plain.value());
+        }
+      } else {
+        v = parse_or_null(t);
+        open_fields(v, owner);
+      }
+      out[state] = std::move(v);
+    }
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  return out;
+}
+
+base::Result<std::vector<EventRecord>> SqliteStore::history(std::string_view op_id) {
+  std::lock_guard<std::mutex> lock(rmu_);
+  std::vector<EventRecord> out;
+  base::Status s = guard([&] {
+    SQLite::Statement q(r_,
+                        "SELECT op_id, seq, at_ms, kind, state, item, attempt, key, data"
+                        " FROM events WHERE op_id = ? ORDER BY seq");
+    q.bind(1, std::string(op_id));
+    while (q.executeStep()) {
+      EventRecord e;
+      e.op_id = text(q, 0);
+      e.seq = q.getColumn(1).getInt64();
+      e.at_ms = q.getColumn(2).getInt64();
+      e.kind = text(q, 3);
+      e.state = text(q, 4);
+      e.item = q.getColumn(5).isNull() ? -1 : q.getColumn(5).getInt();
+      e.attempt = q.getColumn(6).getInt();
+      e.key = text(q, 7);
+      e.data = parse_or_null(text(q, 8));
+      out.push_back(std::move(e));
+    }
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  return out;
+}
+
+void SqliteStore::bind_text_or_null(SQLite::Statement& st, int i, const std::string& s) {
+  if (s.empty())
+    st.bind(i);
+  else
+    st.bind(i, s);
+}
+
+base::Result<OpRecord> SqliteStore::get_op_locked(SQLite::Database& db, std::string_view id) {
+  OpRecord out;
+  base::Status s = guard([&] {
+    SQLite::Statement q(db, std::string("SELECT ") + kOpColumns + " FROM ops WHERE id = ?");
+    q.bind(1, std::string(id));
+    if (!q.executeStep())
+      return base::Status::NotFound("no operation \"" + std::string(id) + "\"");
+    out = opened(read_op(q));
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  return out;
+}
+
+}  // namespace engine::internal

@@ -1,0 +1,137 @@
+// The SQLite Store: one file, WAL, synchronous=FULL. A write connection (the executor's
+// writer thread and commands) and a read connection (polls, history), each behind a mutex.
+//
+// Engine-internal: open_sqlite_store (engine.h) is the way in. The class is defined in three
+// files, the only ones that include SQLiteCpp:
+//   sqlite_store.cpp    opening, the schema, packages, instances, machines
+//   sqlite_ops.cpp      the executor's commits, operations, outputs and events
+//   sqlite_secrets.cpp  the key file, sealed fields and outputs, VIM records, key rotation
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <boost/json.hpp>
+#include <sqlite3.h>
+
+#include "engine/engine.h"
+
+namespace engine::internal {
+
+inline constexpr const char* kRunning =
+    "(state = 'STARTING' OR state = 'PROCESSING' OR state = 'ROLLING_BACK')";
+inline constexpr const char* kOpen =
+    "(state = 'STARTING' OR state = 'PROCESSING' OR state = 'FAILED_TEMP' OR state = "
+    "'ROLLING_BACK')";
+
+// Secret fields at rest. Requests, instance records, cursors and state outputs are JSON;
+// a field whose name says it holds a secret (actions::is_secret_name: password, token,
+// private_key..., in any letter case) is stored sealed (AES-256-GCM, the database's key
+// file) and opened again when read. The executor and the workflows see plain values; the
+// file never holds them.
+//
+//   "vnflow-sealed:s1:<sealed>"  a string value
+//   "vnflow-sealed:j1:<sealed>"  any other value (a map, a list, a number), as JSON text
+//   "vnflow-sealed:v1:..."       written by vnflow before owners were bound (read only)
+//
+// Each sealed value is bound to its owner and place (the associated data is e.g.
+// "op/<id>/request#/vimConnectionInfo/0/accessInfo/password"): copied into another record
+// or another field, it no longer opens. A value that does not open is left sealed, and the
+// executor never hands a sealed value to an action.
+inline constexpr std::string_view kSealedPrefix = "vnflow-sealed:";
+
+// A column's JSON text parsed; null when empty or not JSON.
+json::value parse_or_null(const std::string& s);
+// A column's text; empty when NULL.
+std::string text(SQLite::Statement& st, int i);
+
+class SqliteStore : public Store {
+ public:
+  explicit SqliteStore(const std::string& path);
+  base::Status init();
+
+  // sqlite_store.cpp
+  base::Result<PackageRecord> put_package(const PackageRecord& rec,
+                                          const std::string& bytes) override;
+  base::Result<PackageRecord> get_package(std::string_view id) override;
+  base::Result<std::string> package_bytes(std::string_view id) override;
+  base::Result<std::vector<PackageRecord>> list_packages() override;
+  base::Status create_instance(const InstanceRecord& rec) override;
+  base::Result<InstanceRecord> get_instance(std::string_view id) override;
+  base::Result<std::vector<InstanceRecord>> list_instances() override;
+  base::Status delete_instance(std::string_view id) override;
+  base::Status put_machine(const std::string& digest, const std::string& body) override;
+  base::Result<std::string> get_machine(std::string_view digest) override;
+
+  // sqlite_ops.cpp
+  base::Status apply(const std::vector<const Batch*>& batches) override;
+  base::Status create_op(const OpRecord& rec) override;
+  base::Result<OpRecord> get_op(std::string_view id) override;
+  base::Result<std::vector<OpRecord>> list_ops(const OpFilter& f) override;
+  base::Result<OpRecord> transition(std::string_view id, const std::vector<OpState>& from,
+                                    OpState to, const std::optional<std::string>& error) override;
+  base::Status request_cancel(std::string_view id) override;
+  base::Result<std::vector<OpRecord>> runnable(bool all) override;
+  base::Result<std::vector<std::string>> cancel_requests() override;
+  base::Result<json::object> outputs(std::string_view op_id) override;
+  base::Result<std::vector<EventRecord>> history(std::string_view op_id) override;
+
+  // sqlite_secrets.cpp
+  base::Status put_vim(const VimRecord& rec) override;
+  base::Result<VimRecord> get_vim(std::string_view id, bool with_secrets) override;
+  base::Result<std::vector<VimRecord>> list_vims() override;
+  base::Status delete_vim(std::string_view id) override;
+  base::Status rotate_key() override;
+  std::vector<std::string> private_files() const override;
+
+ private:
+  // Runs `f`, turning SQLite's exceptions into a Status (busy or locked: kUnavailable).
+  template <typename F>
+  base::Status guard(F&& f) {
+    try {
+      return f();
+    } catch (const SQLite::Exception& e) {
+      int code = e.getErrorCode();
+      if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
+        return base::Status::Unavailable(std::string("database busy: ") + e.what());
+      return base::Status::Internal(std::string("database: ") + e.what());
+    } catch (const std::exception& e) {
+      return base::Status::Internal(std::string("database: ") + e.what());
+    }
+  }
+
+  // sqlite_store.cpp
+  void rollback_quietly();
+
+  // sqlite_ops.cpp
+  static void bind_text_or_null(SQLite::Statement& st, int i, const std::string& s);
+  base::Result<OpRecord> get_op_locked(SQLite::Database& db, std::string_view id);
+
+  // sqlite_secrets.cpp
+  base::Result<std::string> key();
+  base::Status check_key();
+  bool has_sealed_data();
+  std::string sealed_text(const std::string& text, const std::string& owner);
+  std::string sealed_text(const json::value& v, const std::string& owner);
+  std::string sealed_whole(const std::string& json_text, const std::string& owner);
+  static bool has_sealed(const json::value& v);
+  void open_fields(json::value& v, const std::string& owner);
+  OpRecord opened(OpRecord r);
+  InstanceRecord opened(InstanceRecord r);
+  VimRecord read_vim(SQLite::Statement& q);
+
+  std::string key_path_;
+  std::mutex kmu_;
+  std::string key_;
+  std::mutex wmu_, rmu_;
+  SQLite::Database w_;
+  SQLite::Database r_;
+  std::unique_ptr<SQLite::Statement> upd_op_, upd_op_plain_, ins_output_, ins_event_, upd_inst_;
+};
+
+}  // namespace engine::internal
