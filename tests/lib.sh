@@ -202,14 +202,20 @@ t_dispatched() { "$T_VNFLOW" op history "$1" 2>/dev/null | grep -q "dispatched $
 wait_dispatched() { wait_until "${3:-$T_WAIT_SECS}" t_dispatched "$1" "$2"; }  # wait_dispatched OP STATE [SECS]
 
 wait_pid() {  # wait_pid PID [SECS]
-  local pid=$1 rc=0 dog
+  local pid=$1 rc=0
+  # The watchdog ends by itself once PID is gone (reaped by the wait below); it is never
+  # signalled: a subshell killed right after its fork would still run this shell's EXIT
+  # trap (bash's fatal-signal handler), and with it the suite's cleanup.
   (
-    sleep "${2:-60}"
-    kill -9 "$pid"
+    end=$((SECONDS + ${2:-60}))
+    while kill -0 "$pid" 2>/dev/null; do
+      if ((SECONDS >= end)); then
+        kill -9 "$pid"
+        break
+      fi
+      sleep 0.1
+    done
   ) >/dev/null 2>&1 &
-  dog=$!
   wait "$pid" || rc=$?
-  kill "$dog" 2>/dev/null || true
-  wait "$dog" 2>/dev/null || true
   return "$rc"
 }
