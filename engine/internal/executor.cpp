@@ -42,6 +42,7 @@ using workflows::StateKind;
 struct LiveRun : Run {
   std::unique_ptr<asio::steady_timer> timer;
   int64_t armed_at = 0;
+  bool work_dir_made = false;  // the instance's work directory exists (made once per load)
 };
 
 struct Engine::Impl {
@@ -426,6 +427,14 @@ struct Engine::Impl {
     ctx.key =
         Stepper::key_for(r, st, item_no, it.attempt, rollback, rollback ? d->visit : r.visit());
     ctx.work_dir = opt.work_root + "/" + r.instance_id;
+    if (!r.work_dir_made) {
+      // Once per load, here on the engine thread, before any call of the load can run.
+      if (::mkdir(ctx.work_dir.c_str(), 0700) == 0 && hook_uid >= 0 &&
+          ::chown(ctx.work_dir.c_str(), static_cast<uid_t>(hook_uid),
+                  static_cast<gid_t>(hook_gid)) != 0)
+        spdlog::warn("cannot give {} to the hook user", ctx.work_dir);
+      r.work_dir_made = true;
+    }
     double timeout = rollback ? st.compensate->timeout_s : st.timeout_s;
     ctx.deadline =
         std::chrono::steady_clock::now() +
@@ -493,11 +502,6 @@ struct Engine::Impl {
     } else if (!job->inputs.is_object()) {
       out = actions::Outcome::failure("invalid", "inputs are not a map");
     } else {
-      if (job->polls == 0 && ::mkdir(ctx.work_dir.c_str(), 0700) == 0 && hook_uid >= 0) {
-        if (::chown(ctx.work_dir.c_str(), static_cast<uid_t>(hook_uid),
-                    static_cast<gid_t>(hook_gid)) != 0)
-          spdlog::warn("cannot give {} to the hook user", ctx.work_dir);
-      }
       try {
         out = job->action->run(job->inputs.get_object(), ctx);
       } catch (const std::exception& e) {

@@ -26,11 +26,11 @@ namespace {
 std::string where(const EventRecord& e) {
   std::string w = e.kind;
   if (!e.state.empty())
-    w += " " + e.state;
+    w.append(" ").append(e.state);
   if (e.item >= 0)
-    w += "[" + std::to_string(e.item) + "]";
+    w.append("[").append(std::to_string(e.item)).append("]");
   if (e.attempt > 0)
-    w += " attempt " + std::to_string(e.attempt);
+    w.append(" attempt ").append(std::to_string(e.attempt));
   return w;
 }
 
