@@ -63,11 +63,7 @@ struct Engine::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<bool> hard_stop{false};
   std::function<void(const std::string&, OpState)> settled;
-  Stepper stepper{[this](std::string_view a) { return runs_inline(a); },
-                  [this](std::string_view a, const json::object& in, json::value& record) {
-                    return run_inline(a, in, record);
-                  },
-                  opt.max_redispatch};
+  Stepper stepper{registry, opt.max_redispatch};
   int64_t now() const { return opt.clock->wall_ms(); }
 
   // Group commit. Batches queue up while the engine thread handles what is ready (action
@@ -133,17 +129,6 @@ struct Engine::Impl {
     return json::object{
         {"id", rec.id}, {"type", rec.type}, {"access", rec.access}, {"extra", rec.extra}};
   };
-
-  // Inline kinds (the instance record's, the VIM registry's) run on this thread, and the
-  // record they change is committed with the state's result.
-  bool runs_inline(std::string_view action) const {
-    const actions::Kind* k = registry.find(action);
-    return k != nullptr && k->runs_inline();
-  }
-  actions::Outcome run_inline(std::string_view action, const json::object& in,
-                              json::value& record) {
-    return registry.find(action)->run_inline(in, record);
-  }
 
   // Hooks: who they run as, what they must not read.
   int hook_uid = -1, hook_gid = -1;

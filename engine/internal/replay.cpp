@@ -47,18 +47,6 @@ std::string differs(const EventRecord& got, const EventRecord& want) {
   return "";
 }
 
-std::optional<OpState> state_named(const json::value& data) {
-  const json::value* s = data.is_object() ? data.get_object().if_contains("state") : nullptr;
-  if (s == nullptr || !s->is_string())
-    return std::nullopt;
-  for (OpState st :
-       {OpState::kStarting, OpState::kProcessing, OpState::kRollingBack, OpState::kFailedTemp,
-        OpState::kCompleted, OpState::kFailed, OpState::kRolledBack})
-    if (to_string(st) == s->get_string())
-      return st;
-  return std::nullopt;
-}
-
 std::string text_of(const json::value& data, std::string_view field) {
   const json::value* v = data.is_object() ? data.get_object().if_contains(field) : nullptr;
   return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
@@ -69,15 +57,7 @@ class Replayer {
   Replayer(const OpRecord& op, std::shared_ptr<const Machine> m, const json::object& stored_outputs,
            int max_redispatch, std::vector<EventRecord> recording)
       : registry_(inline_kinds()),
-        stepper_(
-            [this](std::string_view a) {
-              const actions::Kind* k = registry_.find(a);
-              return k != nullptr && k->runs_inline();
-            },
-            [this](std::string_view a, const json::object& in, json::value& record) {
-              return registry_.find(a)->run_inline(in, record);
-            },
-            max_redispatch),
+        stepper_(registry_, max_redispatch),
         stored_outputs_(stored_outputs),
         rec_(std::move(recording)),
         op_final_(!is_active(op.state)) {
@@ -116,7 +96,7 @@ class Replayer {
             r_.c.outputs = stored_outputs_;
           }
         } else {
-          auto st = state_named(e.data);
+          auto st = parse_op_state(text_of(e.data, "state"));
           if (!st) {
             diverge(where(e) + ": the recording names no operation state");
             break;
@@ -307,10 +287,7 @@ base::Result<ReplayReport> replay_dry_run(Store& store, const OpRecord& op, cons
   // Not owned: `m` outlives the replay.
   std::shared_ptr<const Machine> machine(std::shared_ptr<const Machine>(), &m);
   Replayer rp(op, machine, stored, max_redispatch, std::move(hist).value());
-  auto rep = rp.run();
-  if (!rep.steps.empty() && rep.steps.front().starts_with("(no state)"))
-    rep.steps.erase(rep.steps.begin());
-  return rep;
+  return rp.run();
 }
 
 }  // namespace engine

@@ -407,7 +407,7 @@ bool Stepper::step_action(Run& r, const State& s) {
         next_wake = it.wake_ms;
     }
   }
-  bool inline_action = is_inline_(s.action);
+  const actions::Kind* inline_action = inline_kind(s.action);
   int in_flight = running_items(r);
   int limit = s.parallelism > 0 ? s.parallelism : std::numeric_limits<int>::max();
   bool any_failed = false;
@@ -446,7 +446,7 @@ bool Stepper::step_action(Run& r, const State& s) {
     std::string key = key_for(r, s, static_cast<int>(i), it.attempt, false, r.visit());
     if (inline_action) {
       json::value before = r.instance;
-      auto out = run_inline_(s.action, in.value().get_object(), r.instance);
+      auto out = inline_action->run_inline(in.value().get_object(), r.instance);
       event(r, "dispatched", s.name, item_no, it.attempt, key,
             json::object{{"action", s.action}, {"inputs", r.hist(in.value())}});
       finish_item(r, s, static_cast<int>(i), out);
@@ -626,9 +626,9 @@ void Stepper::step_rollback(Run& r) {
       continue;
     }
     event(r, "compensating", s.name, item_no, it.attempt, key, r.hist(in.value()));
-    if (is_inline_(s.compensate->action)) {
+    if (const actions::Kind* k = inline_kind(s.compensate->action); k != nullptr) {
       json::value before = r.instance;
-      auto out = run_inline_(s.compensate->action, in.value().get_object(), r.instance);
+      auto out = k->run_inline(in.value().get_object(), r.instance);
       if (out.ok) {
         write_instance(r);
         it.status = ItemStatus::kDone;
@@ -668,6 +668,11 @@ bool Stepper::poisoned(Run& r, Item& it, const std::string& state, int item_no) 
   event(r, "failed", state, item_no, it.attempt, "",
         json::object{{"class", it.cls}, {"message", it.msg}});
   return true;
+}
+
+const actions::Kind* Stepper::inline_kind(std::string_view action) const {
+  const actions::Kind* k = registry_.find(action);
+  return k != nullptr && k->runs_inline() ? k : nullptr;
 }
 
 void Stepper::result(Run& r, int cur, int i, const actions::Outcome& out, int64_t now) {

@@ -15,7 +15,6 @@
 //   final_       the operation ended (final_state) once the commit is done
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -76,15 +75,11 @@ std::shared_ptr<const std::vector<char>> cyclic_states(const workflows::Machine&
 
 class Stepper {
  public:
-  // How an inline action (instance record, VIM registry) runs against the record: the
-  // executor calls the registry; replay the same, without a store.
-  using InlineRunner = std::function<actions::Outcome(std::string_view action,
-                                                      const json::object& in, json::value& record)>;
-  Stepper(std::function<bool(std::string_view)> is_inline, InlineRunner run_inline,
-          int max_redispatch)
-      : is_inline_(std::move(is_inline)),
-        run_inline_(std::move(run_inline)),
-        max_redispatch_(max_redispatch) {}
+  // `registry` says which actions run inline (instance record, VIM registry) and runs
+  // them against the record: the executor's, or replay's whose VIM kinds have no store.
+  // Not owned; outlives the Stepper.
+  Stepper(const actions::Registry& registry, int max_redispatch)
+      : registry_(registry), max_redispatch_(max_redispatch) {}
 
   // Go as far as the operation can at `now` without waiting for a result. `stopping`: a
   // draining daemon starts no new call.
@@ -119,8 +114,9 @@ class Stepper {
   void step_rollback(Run& r);
   bool poisoned(Run& r, Item& it, const std::string& state, int item_no);
 
-  std::function<bool(std::string_view)> is_inline_;
-  InlineRunner run_inline_;
+  const actions::Kind* inline_kind(std::string_view action) const;
+
+  const actions::Registry& registry_;
   int max_redispatch_;
   // The input being handled.
   int64_t now_ = 0;

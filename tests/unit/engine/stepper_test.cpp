@@ -32,15 +32,7 @@ const actions::Registry& kinds() {
 }
 
 Stepper stepper() {
-  return Stepper(
-      [](std::string_view a) {
-        const actions::Kind* k = kinds().find(a);
-        return k != nullptr && k->runs_inline();
-      },
-      [](std::string_view a, const json::object& in, json::value& record) {
-        return kinds().find(a)->run_inline(in, record);
-      },
-      3);
+  return Stepper(kinds(), 3);
 }
 
 Run run_of(std::shared_ptr<const workflows::Machine> m) {
