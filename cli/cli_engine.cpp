@@ -22,6 +22,8 @@
 #include "cli/cli_internal.h"
 #include "engine/engine.h"
 
+#include "api/api.h"
+
 namespace vnflow_cli {
 
 namespace json = boost::json;
@@ -277,10 +279,20 @@ const CommandSpec& daemon_command() {
           "  --poll-ms N         how often new requests are read, in ms (default 50)\n"
           "  --hook-user USER    run hooks as USER (the daemon must run as root)\n"
           "  --max-redispatch N  a step re-dispatched N times after daemon deaths while it\n"
-          "                      ran is not dispatched again: FAILED_TEMP (default 3)\n",
+          "                      ran is not dispatched again: FAILED_TEMP (default 3)\n"
+          "\n"
+          "The ETSI REST API (SOL003 /vnflcm/v1, SOL005 /vnfpkgm/v1; docs/api.md), served\n"
+          "beside the engine when --listen or --api is given:\n"
+          "  --listen ADDR:PORT  serve HTTP on ADDR:PORT (PORT alone: 127.0.0.1:PORT)\n"
+          "  --api               serve on 127.0.0.1:9890\n"
+          "  --auth-file FILE    credentials, one a line: \"token T\" (X-Auth-Token or\n"
+          "                      Bearer) or \"basic USER:PASSWORD\"; mode 600\n"
+          "  --auth none         no credentials checked (only on a loopback address)\n"
+          "  --api-page-size N   list entries per page (default 100)\n",
           false),
-      {"--db", "--workers", "--work-dir", "--poll-ms", "--hook-user", "--max-redispatch"},
-      {},
+      {"--db", "--workers", "--work-dir", "--poll-ms", "--hook-user", "--max-redispatch",
+       "--listen", "--auth", "--auth-file", "--api-page-size"},
+      {"--api"},
       0,
       0};
   return spec;
@@ -801,12 +813,49 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
       return usage_error(spec, s.message());
     eo.hook_user = o.kv.at("--hook-user");
   }
+  // The REST API: its options are usage errors before anything is opened.
+  std::optional<api::ServerOptions> ao;
+  if (o.has("--listen") || o.has("--api")) {
+    ao.emplace();
+    if (o.has("--listen")) {
+      if (base::Status s = api::parse_listen(o.get("--listen"), *ao); !s.ok())
+        return usage_error(spec, s.message());
+    }
+    if (o.has("--auth")) {
+      if (o.get("--auth") != "none" || o.has("--auth-file"))
+        return usage_error(spec, "--auth takes \"none\" (and no --auth-file)");
+      ao->auth = api::AuthMode::kNone;
+    } else if (o.has("--auth-file")) {
+      auto c = api::load_auth_file(o.get("--auth-file"));
+      if (!c.ok())
+        return usage_error(spec, c.status().message());
+      ao->credentials = std::move(c).value();
+    }
+    if (o.has("--api-page-size")) {
+      auto n = parse_positive(o.get("--api-page-size"), 10000);
+      if (!n)
+        return usage_error(spec, "--api-page-size needs an integer from 1 to 10000");
+      ao->page_size = static_cast<size_t>(*n);
+    }
+    if (base::Status s = api::check_options(*ao); !s.ok())
+      return usage_error(spec, s.message());
+  } else if (o.has("--auth") || o.has("--auth-file") || o.has("--api-page-size")) {
+    return usage_error(spec, "--auth, --auth-file and --api-page-size need --listen or --api");
+  }
   d.db_path = db_path(o);
   d.work_dir = o.get("--work-dir");
   engine::Daemon daemon(std::move(d));
   if (base::Status s = daemon.start(); !s.ok())
     return fail(s);
+  std::optional<api::Server> server;
+  if (ao) {
+    server.emplace(*daemon.store(), std::move(*ao));
+    if (base::Status s = server->start(); !s.ok())
+      return fail(s);
+  }
   daemon.run();
+  if (server)
+    server->stop();
   return 0;
 }
 

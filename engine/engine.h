@@ -388,6 +388,12 @@ json::value instance_view(const InstanceRecord& i);  // the record, redacted
 json::object vim_view(const VimRecord& v);           // auth_cred: the summary
 // SOL003 VnfLcmOpOcc field names where they exist; operationParams redacted.
 json::object op_view(const OpRecord& op);
+// SOL003 VnfInstance (SOL003 2.6.1, /vnflcm/v1) of an instance of package `pkg` (its
+// provider, product, versions), redacted, without _links (the REST API's URLs).
+json::object vnf_instance_view(const InstanceRecord& i, const PackageRecord& pkg);
+// SOL005 VnfPkgInfo of a stored package (every stored package is ONBOARDED and ENABLED),
+// without _links; `in_use`: an instance refers to it.
+json::object vnf_package_view(const PackageRecord& p, bool in_use);
 json::object event_view(const EventRecord& e);
 // The name of the state an operation is at ("" when none or unknown).
 std::string op_position(Store& store, const OpRecord& op);
@@ -431,6 +437,9 @@ class Daemon {
   base::Status start();
   EngineStats run();
   void stop(bool drain);                 // any thread
+  // After a successful start(): the open database, shared with a REST API beside the
+  // engine (a Store is thread-safe). nullptr before.
+  Store* store();
   const DaemonOptions& options() const;  // with the work root and owner filled in
 
   struct Impl;

@@ -334,6 +334,10 @@ void Daemon::stop(bool drain) {
     e->stop(drain);
 }
 
+Store* Daemon::store() {
+  return impl_->engine ? impl_->store.get() : nullptr;
+}
+
 const DaemonOptions& Daemon::options() const {
   return impl_->opt;
 }

@@ -57,7 +57,9 @@ json::object op_view(const OpRecord& op) {
       {"vnfInstanceId", op.instance_id},
       {"operation", kOpName.count(op.operation) ? kOpName.at(op.operation) : op.operation},
       {"isAutomaticInvocation", false},
-      {"operationParams", actions::redact(op.request)},
+      // SOL003 requires an object; a request-less operation has an empty one.
+      {"operationParams",
+       op.request.is_object() ? actions::redact(op.request) : json::value(json::object())},
       {"isCancelPending", op.cancel_requested}};
   if (op.error.is_object()) {
     const auto& e = op.error.get_object();
@@ -73,6 +75,77 @@ json::object op_view(const OpRecord& op) {
       o["position"] = *c;
   }
   return o;
+}
+
+json::object vnf_instance_view(const InstanceRecord& i, const PackageRecord& pkg) {
+  json::value red = actions::redact(i.record);
+  const json::object empty;
+  const json::object& r = red.is_object() ? red.get_object() : empty;
+  auto text = [&](const char* key) -> const json::value* {
+    const json::value* v = r.if_contains(key);
+    return v != nullptr && v->is_string() ? v : nullptr;
+  };
+  json::object o{{"id", i.id},
+                 {"vnfInstanceName", i.name},
+                 {"vnfdId", pkg.vnfd_id},
+                 {"vnfProvider", pkg.provider},
+                 {"vnfProductName", pkg.product},
+                 {"vnfSoftwareVersion", pkg.version},
+                 // The VNFD's own version is not kept with the package record yet.
+                 {"vnfdVersion", ""},
+                 {"vnfPkgId", pkg.id},
+                 {"instantiationState", i.instantiation_state}};
+  if (const json::value* d = text("description"))
+    o["vnfInstanceDescription"] = *d;
+  if (const json::value* v = r.if_contains("vim_connection_info"); v != nullptr && v->is_array())
+    o["vimConnectionInfo"] = *v;
+  for (const char* k : {"metadata", "extensions"}) {
+    if (const json::value* v = r.if_contains(k); v != nullptr && v->is_object())
+      o[k] = *v;
+  }
+  if (i.instantiation_state == "INSTANTIATED") {
+    json::object info{{"flavourId", text("flavour_id") ? *text("flavour_id") : json::value("")},
+                      {"vnfState", "STARTED"}};
+    if (const json::value* s = r.if_contains("scale_status"); s != nullptr && s->is_object()) {
+      json::array levels;
+      for (const auto& [aspect, level] : s->get_object()) {
+        if (level.is_int64())
+          levels.push_back(json::object{{"aspectId", aspect}, {"scaleLevel", level}});
+      }
+      info["scaleStatus"] = std::move(levels);
+    }
+    if (const json::value* vs = r.if_contains("vnfcs"); vs != nullptr && vs->is_array()) {
+      json::array vnfcs;
+      for (const auto& v : vs->get_array()) {
+        const json::object* c = v.if_object();
+        if (c == nullptr || !c->contains("id") || !c->contains("vdu"))
+          continue;
+        json::object handle;
+        if (const json::value* rid = c->if_contains("resource_id"))
+          handle["resourceId"] = *rid;
+        else
+          handle["resourceId"] = c->at("id");
+        vnfcs.push_back(json::object{
+            {"id", c->at("id")}, {"vduId", c->at("vdu")}, {"computeResource", handle}});
+      }
+      info["vnfcResourceInfo"] = std::move(vnfcs);
+    }
+    o["instantiatedVnfInfo"] = std::move(info);
+  }
+  return o;
+}
+
+json::object vnf_package_view(const PackageRecord& p, bool in_use) {
+  return json::object{{"id", p.id},
+                      {"vnfdId", p.vnfd_id},
+                      {"vnfProvider", p.provider},
+                      {"vnfProductName", p.product},
+                      {"vnfSoftwareVersion", p.version},
+                      {"checksum", json::object{{"algorithm", "SHA-256"}, {"hash", p.digest}}},
+                      {"onboardingState", "ONBOARDED"},
+                      {"operationalState", "ENABLED"},
+                      {"usageState", in_use ? "IN_USE" : "NOT_IN_USE"},
+                      {"userDefinedData", json::object{{"name", p.name}}}};
 }
 
 json::object event_view(const EventRecord& e) {

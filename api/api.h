@@ -1,0 +1,87 @@
+// api: the ETSI REST API (SOL003 VNF LCM /vnflcm/v1, SOL005 VNF package management
+// /vnfpkgm/v1) over HTTP/1.1, a second face over the engine's commands (engine/engine.h):
+// every rule is the engine's; this module parses requests, applies SOL013's filters,
+// selectors and paging, and writes SOL bodies and ProblemDetails. docs/api.md lists what
+// is served.
+//
+//   Server   Boost.Beast on an io_context of its own (threads of its own), beside the
+//            daemon's Engine on the same Store. Handlers call engine commands, which are
+//            quick: no request waits on an action.
+//
+// Threading: start() and stop() from one thread; the server's threads call the Store.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/base.h"
+
+namespace engine {
+class Store;
+}
+
+namespace api {
+
+// Who may call: static credentials from a file (--auth-file), or nobody checked (only on
+// a loopback address). Keystone token validation is not there yet (docs/api.md).
+enum class AuthMode { kNone, kStatic };
+
+struct Credentials {
+  std::vector<std::string> tokens;                         // X-Auth-Token or Bearer
+  std::vector<std::pair<std::string, std::string>> basic;  // user, password
+};
+
+struct ServerOptions {
+  std::string address = "127.0.0.1";
+  uint16_t port = 9890;
+  AuthMode auth = AuthMode::kStatic;
+  Credentials credentials;
+  size_t body_limit = 1 << 20;           // bytes; a larger request body gets 413
+  size_t package_body_limit = 64 << 20;  // the same for PUT .../package_content
+  size_t header_limit = 16 * 1024;       // request line and headers; larger gets 431
+  // Reading one request (headers and body) must finish within this; a keep-alive
+  // connection idle this long is closed.
+  std::chrono::seconds request_timeout{30};
+  size_t max_connections = 256;  // more are answered 503 and closed
+  int threads = 2;
+  size_t page_size = 100;  // list entries per page (SOL013 paging)
+};
+
+// "ADDR:PORT", "[v6]:PORT" or "PORT" (on 127.0.0.1) into `o.address` and `o.port`.
+base::Status parse_listen(std::string_view text, ServerOptions& o);
+// Whether `address` is a loopback address (127.0.0.0/8, ::1, localhost).
+bool is_loopback(std::string_view address);
+// The credentials file: one per line, "token TOKEN" or "basic USER:PASSWORD"; "#"
+// comments and blank lines skipped. Refused when readable or writable by others (it holds
+// secrets), empty of credentials, or malformed (the line named).
+base::Result<Credentials> load_auth_file(const std::string& path);
+// The options a server may start with: --auth none only on a loopback address, static
+// auth with at least one credential.
+base::Status check_options(const ServerOptions& o);
+
+class Server {
+ public:
+  Server(engine::Store& store, ServerOptions options);
+  ~Server();  // stops
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Checks the options, binds and listens, starts the threads. The error names the address.
+  base::Status start();
+  uint16_t port() const;  // the bound port (port 0 in the options: the one chosen)
+  // Closes the listener and every connection, joins the threads.
+  void stop();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace api

@@ -1,0 +1,563 @@
+// The routes of /vnflcm/v1 and /vnfpkgm/v1 (docs/api.md): paths and methods, request
+// bodies parsed and bounded, the engine's commands called, SOL bodies written. The rules
+// (what a request may be, which state allows what) are the engine's.
+#include "api/internal/router.h"
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string_view>
+
+#include <boost/json.hpp>
+
+namespace api::internal {
+
+namespace {
+
+constexpr std::string_view kLcm = "/vnflcm/v1";
+constexpr std::string_view kPkgm = "/vnfpkgm/v1";
+constexpr std::string_view kLcmVersion = "1.3.0";
+constexpr size_t kMaxIdBytes = 128;
+constexpr unsigned kMaxJsonDepth = 64;
+
+// The task resources of an instance and the engine's operation each one requests.
+const std::map<std::string, std::string, std::less<>> kTasks = {
+    {"instantiate", "instantiate"},
+    {"terminate", "terminate"},
+    {"heal", "heal"},
+    {"scale", "scale"},
+    {"change_ext_conn", "change_ext_conn"}};
+
+HttpResponse json_response(int status, const json::value& v) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "application/json";
+  r.body = json::serialize(v);
+  return r;
+}
+
+int http_status(const base::Status& s) {
+  switch (s.code()) {
+    case base::StatusCode::kNotFound:
+      return 404;
+    case base::StatusCode::kInvalidArgument:
+      return 400;
+    case base::StatusCode::kFailedPrecondition:
+    case base::StatusCode::kAlreadyExists:
+      return 409;
+    case base::StatusCode::kPermissionDenied:
+      return 403;
+    case base::StatusCode::kUnauthenticated:
+      return 401;
+    case base::StatusCode::kUnavailable:
+      return 503;
+    case base::StatusCode::kDeadlineExceeded:
+      return 504;
+    case base::StatusCode::kOk:
+    case base::StatusCode::kCancelled:
+    case base::StatusCode::kInternal:
+      break;
+  }
+  return 500;
+}
+
+const char* title_of(int status) {
+  switch (status) {
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 409:
+      return "Conflict";
+    case 413:
+      return "Payload Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 422:
+      return "Unprocessable Entity";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Internal Server Error";
+  }
+}
+
+HttpResponse from_status(const base::Status& s, const base::Diagnostics* diags = nullptr) {
+  int code = http_status(s);
+  std::string detail = s.message();
+  if (diags != nullptr) {
+    size_t n = 0;
+    for (const auto& d : diags->items()) {
+      if (d.severity != base::Severity::kError)
+        continue;
+      if (++n > 20) {
+        detail += "\n...";
+        break;
+      }
+      detail += "\n" + base::to_string(d);
+    }
+  }
+  return problem_response(code, title_of(code), detail);
+}
+
+HttpResponse method_not_allowed(const std::string& method, std::string allow) {
+  HttpResponse r = problem_response(
+      405, "Method Not Allowed", "method " + method + " is not supported here; allowed: " + allow);
+  r.headers.emplace_back("Allow", std::move(allow));
+  return r;
+}
+
+// A JSON object body, or the 4xx saying why not.
+std::optional<HttpResponse> parse_body(const HttpRequest& req, json::object& out) {
+  std::string_view ct = req.content_type;
+  ct = ct.substr(0, ct.find(';'));
+  while (!ct.empty() && ct.back() == ' ')
+    ct.remove_suffix(1);
+  if (ct != "application/json" && ct != "application/merge-patch+json")
+    return problem_response(
+        415, "Unsupported Media Type",
+        "the request body must be application/json, not \"" + std::string(ct.substr(0, 60)) + "\"");
+  json::parse_options po;
+  po.max_depth = kMaxJsonDepth;
+  boost::system::error_code ec;
+  json::value v = json::parse(req.body, ec, {}, po);
+  if (ec)
+    return problem_response(400, "Bad Request", "malformed JSON body: " + ec.message());
+  if (!v.is_object())
+    return problem_response(400, "Bad Request", "the request body must be a JSON object");
+  out = std::move(v.get_object());
+  return std::nullopt;
+}
+
+struct Target {
+  std::string path;
+  std::vector<std::string> segs;  // after the API prefix
+  std::string query;
+};
+
+struct Ctx {
+  engine::Store& store;
+  size_t page_size;
+  const HttpRequest& req;
+  const Target& t;
+  std::string_view prefix;  // kLcm or kPkgm
+
+  std::string url(std::string_view rest) const {
+    return req.base_url + std::string(prefix) + std::string(rest);
+  }
+};
+
+HttpResponse not_found(const Target& t) {
+  return problem_response(404, "Not Found", "no such resource: " + t.path.substr(0, 200));
+}
+
+// A task was queued: 202, no body (python-tackerclient prints its message only then), and
+// the operation occurrence's URL.
+HttpResponse accepted(const Ctx& c, const std::string& op_id) {
+  HttpResponse r;
+  r.status = 202;
+  r.headers.emplace_back("Location", c.url("/vnf_lcm_op_occs/" + op_id));
+  return r;
+}
+
+json::object href(std::string u) {
+  return json::object{{"href", std::move(u)}};
+}
+
+// ---------------------------------------------------------------------------------------
+// Views with links
+
+json::object instance_doc(const Ctx& c, const engine::InstanceRecord& i,
+                          const engine::PackageRecord& p) {
+  json::object o = engine::vnf_instance_view(i, p);
+  std::string self = c.url("/vnf_instances/" + i.id);
+  json::object links{{"self", href(self)}};
+  if (i.instantiation_state == "INSTANTIATED") {
+    links["terminate"] = href(self + "/terminate");
+    links["scale"] = href(self + "/scale");
+    links["heal"] = href(self + "/heal");
+    links["changeExtConn"] = href(self + "/change_ext_conn");
+  } else {
+    links["instantiate"] = href(self + "/instantiate");
+  }
+  o["_links"] = std::move(links);
+  return o;
+}
+
+json::object op_doc(const Ctx& c, const engine::OpRecord& op) {
+  json::object o = engine::op_view(op);
+  std::string self = c.url("/vnf_lcm_op_occs/" + op.id);
+  json::object links{{"self", href(self)},
+                     {"vnfInstance", href(c.url("/vnf_instances/" + op.instance_id))}};
+  if (op.state == engine::OpState::kFailedTemp) {
+    links["retry"] = href(self + "/retry");
+    links["rollback"] = href(self + "/rollback");
+    links["fail"] = href(self + "/fail");
+  }
+  o["_links"] = std::move(links);
+  return o;
+}
+
+json::object package_doc(const Ctx& c, const engine::PackageRecord& p, bool in_use) {
+  json::object o = engine::vnf_package_view(p, in_use);
+  std::string self = c.url("/vnf_packages/" + p.id);
+  o["_links"] = json::object{{"self", href(self)},
+                             {"vnfd", href(self + "/vnfd")},
+                             {"packageContent", href(self + "/package_content")}};
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------
+// Lists: filter, page, select
+
+const std::set<std::string, std::less<>> kListParams = {"filter",
+                                                        "all_fields",
+                                                        "fields",
+                                                        "exclude_fields",
+                                                        "exclude-fields",
+                                                        "exclude_default",
+                                                        "nextpage_opaque_marker"};
+
+// The documents (in the listing's order) as one page, with its Link when more match.
+HttpResponse list_response(const Ctx& c, std::vector<json::object> docs,
+                           const DefaultExclusion& d) {
+  auto q = parse_query(c.t.query);
+  if (!q.ok())
+    return from_status(q.status());
+  for (const auto& [k, v] : q.value().params) {
+    if (!kListParams.count(k))
+      return problem_response(400, "Bad Request",
+                              "unsupported query parameter \"" + k.substr(0, 60) + "\"");
+  }
+  std::optional<Filter> filter;
+  if (const auto* f = q.value().find("filter")) {
+    if (!f->has_value())
+      return problem_response(400, "Bad Request", "filter needs a value");
+    auto pf = parse_filter(**f);
+    if (!pf.ok())
+      return from_status(pf.status());
+    filter = std::move(pf).value();
+  }
+  auto sel = parse_selector(q.value());
+  if (!sel.ok())
+    return from_status(sel.status());
+  size_t start = 0;
+  if (const auto* m = q.value().find("nextpage_opaque_marker")) {
+    bool found = false;
+    for (size_t i = 0; i < docs.size() && m->has_value(); ++i) {
+      const json::value* id = docs[i].if_contains("id");
+      if (id != nullptr && id->is_string() && id->get_string() == **m) {
+        start = i + 1;
+        found = true;
+        break;
+      }
+    }
+    if (!found)
+      return problem_response(400, "Bad Request",
+                              "nextpage_opaque_marker does not name an entry of this list");
+  }
+  json::array page;
+  std::string last;
+  bool more = false;
+  for (size_t i = start; i < docs.size(); ++i) {
+    if (filter && !matches(*filter, docs[i]))
+      continue;
+    if (page.size() == c.page_size) {
+      more = true;
+      break;
+    }
+    last = std::string(docs[i].at("id").as_string());
+    page.push_back(apply_selector(sel.value(), d, std::move(docs[i])));
+  }
+  HttpResponse r = json_response(200, page);
+  if (more)
+    r.headers.emplace_back("Link", next_link(c.req.base_url, c.t.path, q.value(), last));
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------
+// /vnflcm/v1
+
+HttpResponse api_versions(std::string_view prefix) {
+  return json_response(
+      200, json::object{{"uriPrefix", prefix},
+                        {"apiVersions", json::array{json::object{{"version", kLcmVersion},
+                                                                 {"isDeprecated", false}}}}});
+}
+
+// The packages by id, for the instances' views.
+std::map<std::string, engine::PackageRecord> packages_by_id(engine::Store& store) {
+  std::map<std::string, engine::PackageRecord> out;
+  auto ps = store.list_packages();
+  if (ps.ok()) {
+    for (auto& p : ps.value())
+      out.emplace(p.id, p);
+  }
+  return out;
+}
+
+HttpResponse create_instance(const Ctx& c) {
+  json::object body;
+  if (auto bad = parse_body(c.req, body))
+    return *bad;
+  static const std::set<std::string, std::less<>> kKnown = {"vnfdId", "vnfInstanceName",
+                                                            "vnfInstanceDescription", "metadata"};
+  for (const auto& [k, v] : body) {
+    if (!kKnown.count(k))
+      return problem_response(
+          400, "Bad Request",
+          "unknown attribute \"" + std::string(k).substr(0, 60) + "\" in CreateVnfRequest");
+  }
+  const json::value* vnfd = body.if_contains("vnfdId");
+  if (vnfd == nullptr || !vnfd->is_string())
+    return problem_response(400, "Bad Request", "CreateVnfRequest needs vnfdId (a string)");
+  std::string name, description;
+  for (auto [key, to] :
+       {std::pair{"vnfInstanceName", &name}, std::pair{"vnfInstanceDescription", &description}}) {
+    if (const json::value* v = body.if_contains(key)) {
+      if (!v->is_string())
+        return problem_response(400, "Bad Request", std::string(key) + " must be a string");
+      *to = std::string(v->get_string());
+    }
+  }
+  if (body.contains("metadata"))
+    return problem_response(400, "Bad Request",
+                            "metadata at creation is not supported yet (docs/api.md)");
+  // The newest package with that VNFD id.
+  auto ps = c.store.list_packages();
+  if (!ps.ok())
+    return from_status(ps.status());
+  const engine::PackageRecord* pkg = nullptr;
+  for (const auto& p : ps.value()) {
+    if (p.vnfd_id == vnfd->get_string() && (pkg == nullptr || p.onboarded_ms >= pkg->onboarded_ms))
+      pkg = &p;
+  }
+  if (pkg == nullptr)
+    return problem_response(422, "Unprocessable Entity",
+                            "no onboarded VNF package has vnfdId \"" +
+                                std::string(vnfd->get_string()).substr(0, 128) + "\"");
+  auto inst = engine::create_instance(c.store, pkg->id, std::move(name), std::move(description));
+  if (!inst.ok())
+    return from_status(inst.status());
+  HttpResponse r = json_response(201, instance_doc(c, inst.value(), *pkg));
+  r.headers.emplace_back("Location", c.url("/vnf_instances/" + inst.value().id));
+  return r;
+}
+
+HttpResponse instances(const Ctx& c) {
+  const auto& s = c.t.segs;
+  const std::string& m = c.req.method;
+  if (s.size() == 1) {
+    if (m == "GET") {
+      auto list = c.store.list_instances();
+      if (!list.ok())
+        return from_status(list.status());
+      auto pkgs = packages_by_id(c.store);
+      std::vector<json::object> docs;
+      for (const auto& i : list.value()) {
+        auto p = pkgs.find(i.package_id);
+        docs.push_back(instance_doc(c, i, p != pkgs.end() ? p->second : engine::PackageRecord{}));
+      }
+      return list_response(c, std::move(docs),
+                           {{"vnfConfigurableProperties", "vimConnectionInfo",
+                             "instantiatedVnfInfo", "metadata", "extensions"},
+                            true});
+    }
+    if (m == "POST")
+      return create_instance(c);
+    return method_not_allowed(m, "GET, POST");
+  }
+  const std::string& id = s[1];
+  if (s.size() == 2) {
+    if (m == "GET") {
+      auto i = c.store.get_instance(id);
+      if (!i.ok())
+        return from_status(i.status());
+      auto p = c.store.get_package(i.value().package_id);
+      return json_response(
+          200, instance_doc(c, i.value(), p.ok() ? p.value() : engine::PackageRecord{}));
+    }
+    if (m == "DELETE") {
+      if (base::Status st = engine::delete_instance(c.store, id); !st.ok())
+        return from_status(st);
+      HttpResponse r;
+      r.status = 204;
+      return r;
+    }
+    return method_not_allowed(m, "GET, DELETE");
+  }
+  if (s.size() == 3) {
+    auto task = kTasks.find(s[2]);
+    if (task == kTasks.end())
+      return not_found(c.t);
+    if (m != "POST")
+      return method_not_allowed(m, "POST");
+    json::object body;
+    if (c.req.body.empty() && task->first == "terminate")
+      body = {};
+    else if (auto bad = parse_body(c.req, body))
+      return *bad;
+    base::Diagnostics diags;
+    auto op = engine::request_operation(c.store, id, task->second, body, diags);
+    if (!op.ok())
+      return from_status(op.status(), &diags);
+    return accepted(c, op.value().id);
+  }
+  return not_found(c.t);
+}
+
+HttpResponse op_occs(const Ctx& c) {
+  const auto& s = c.t.segs;
+  const std::string& m = c.req.method;
+  if (s.size() == 1) {
+    if (m != "GET")
+      return method_not_allowed(m, "GET");
+    engine::OpFilter f;
+    f.limit = 1000000;
+    auto page = engine::list_operations(c.store, f);
+    if (!page.ok())
+      return from_status(page.status());
+    std::vector<json::object> docs;
+    for (const auto& op : page.value().ops)
+      docs.push_back(op_doc(c, op));
+    // SOL003 names these as excluded by default, yet ETSI's conformance schema requires
+    // operationParams in a plain list (and Tacker's v1 lists them): excluded only on
+    // exclude_default.
+    return list_response(
+        c, std::move(docs),
+        {{"operationParams", "error", "resourceChanges", "changedInfo", "changedExtConnectivity"},
+         false});
+  }
+  const std::string& id = s[1];
+  if (s.size() == 2) {
+    if (m != "GET")
+      return method_not_allowed(m, "GET");
+    auto op = c.store.get_op(id);
+    if (!op.ok())
+      return from_status(op.status());
+    return json_response(200, op_doc(c, op.value()));
+  }
+  if (s.size() == 3 && (s[2] == "retry" || s[2] == "rollback" || s[2] == "fail")) {
+    if (m != "POST")
+      return method_not_allowed(m, "POST");
+    auto op = s[2] == "retry"      ? engine::retry_operation(c.store, id)
+              : s[2] == "rollback" ? engine::rollback_operation(c.store, id)
+                                   : engine::fail_operation(c.store, id);
+    if (!op.ok())
+      return from_status(op.status());
+    if (s[2] == "fail")
+      return json_response(200, op_doc(c, op.value()));
+    return accepted(c, op.value().id);
+  }
+  return not_found(c.t);
+}
+
+HttpResponse lcm(const Ctx& c) {
+  const auto& s = c.t.segs;
+  if (s.size() == 1 && s[0] == "api_versions") {
+    if (c.req.method != "GET")
+      return method_not_allowed(c.req.method, "GET");
+    return api_versions(kLcm);
+  }
+  if (!s.empty() && s[0] == "vnf_instances")
+    return instances(c);
+  if (!s.empty() && s[0] == "vnf_lcm_op_occs")
+    return op_occs(c);
+  return not_found(c.t);
+}
+
+// ---------------------------------------------------------------------------------------
+// /vnfpkgm/v1
+
+HttpResponse pkgm(const Ctx& c) {
+  const auto& s = c.t.segs;
+  const std::string& m = c.req.method;
+  if (s.empty() || s[0] != "vnf_packages")
+    return not_found(c.t);
+  std::set<std::string> in_use;
+  auto insts = c.store.list_instances();
+  if (!insts.ok())
+    return from_status(insts.status());
+  for (const auto& i : insts.value())
+    in_use.insert(i.package_id);
+  if (s.size() == 1) {
+    if (m != "GET")
+      return method_not_allowed(m, "GET");
+    auto ps = c.store.list_packages();
+    if (!ps.ok())
+      return from_status(ps.status());
+    std::vector<json::object> docs;
+    for (const auto& p : ps.value())
+      docs.push_back(package_doc(c, p, in_use.count(p.id) > 0));
+    return list_response(
+        c, std::move(docs),
+        {{"softwareImages", "additionalArtifacts", "userDefinedData", "checksum"}, true});
+  }
+  if (s.size() == 2) {
+    if (m != "GET")
+      return method_not_allowed(m, "GET");
+    auto p = c.store.get_package(s[1]);
+    if (!p.ok())
+      return from_status(p.status());
+    return json_response(200, package_doc(c, p.value(), in_use.count(p.value().id) > 0));
+  }
+  return not_found(c.t);
+}
+
+}  // namespace
+
+HttpResponse problem_response(int status, std::string title, std::string detail) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "application/problem+json";
+  r.body = problem_json({status, std::move(title), std::move(detail)});
+  return r;
+}
+
+HttpResponse Router::handle(const HttpRequest& req) {
+  Target t;
+  size_t qm = req.target.find('?');
+  t.path = req.target.substr(0, qm);
+  if (qm != std::string::npos)
+    t.query = req.target.substr(qm + 1);
+  std::string_view prefix;
+  if (t.path == "/vnflcm/api_versions") {
+    if (req.method != "GET")
+      return method_not_allowed(req.method, "GET");
+    HttpResponse r = api_versions("/vnflcm");
+    r.headers.emplace_back("Version", std::string(kLcmVersion));
+    return r;
+  }
+  for (std::string_view p : {kLcm, kPkgm}) {
+    if (t.path.size() > p.size() && t.path.compare(0, p.size(), p) == 0 && t.path[p.size()] == '/')
+      prefix = p;
+  }
+  if (prefix.empty())
+    return not_found(t);
+  std::string_view rest = std::string_view(t.path).substr(prefix.size() + 1);
+  while (true) {
+    size_t slash = rest.find('/');
+    std::string_view seg = rest.substr(0, slash);
+    if (seg.empty() || seg.size() > kMaxIdBytes)
+      return not_found(t);
+    t.segs.emplace_back(seg);
+    if (slash == std::string_view::npos)
+      break;
+    rest.remove_prefix(slash + 1);
+    if (t.segs.size() > 8)
+      return not_found(t);
+  }
+  Ctx c{store_, page_size_, req, t, prefix};
+  HttpResponse r = prefix == kLcm ? lcm(c) : pkgm(c);
+  if (prefix == kLcm)
+    r.headers.emplace_back("Version", std::string(kLcmVersion));
+  return r;
+}
+
+}  // namespace api::internal

@@ -1,0 +1,448 @@
+// The HTTP/1.1 server (Boost.Beast): a listener and one session per connection on the
+// server's own io_context. A session reads the header first (bounded), picks the body
+// limit from the target (package content may be larger), reads the body within the
+// request timeout, checks the credentials, asks the Router and writes the answer. Every
+// error the server itself answers is a ProblemDetails.
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include "api/api.h"
+#include "api/internal/router.h"
+
+namespace api {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+namespace {
+
+std::string base64(std::string_view in) {
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    uint32_t n = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) |
+                 static_cast<uint8_t>(in[i + 2]);
+    for (int s : {18, 12, 6, 0})
+      out += kAlphabet[(n >> s) & 63];
+  }
+  if (i + 1 == in.size()) {
+    uint32_t n = static_cast<uint8_t>(in[i]) << 16;
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == in.size()) {
+    uint32_t n = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8);
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += kAlphabet[(n >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+// Compares in time that depends on the lengths only.
+bool same(std::string_view a, std::string_view b) {
+  if (a.size() != b.size())
+    return false;
+  unsigned char d = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    d |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return d == 0;
+}
+
+// What a request must carry: "X-Auth-Token: T", "Authorization: Bearer T" or
+// "Authorization: Basic B64" for one of the credentials.
+struct Auth {
+  std::vector<std::string> tokens;
+  std::vector<std::string> basic;  // base64 of user:password
+
+  bool allows(std::string_view x_auth_token, std::string_view authorization) const {
+    bool ok = false;
+    for (const auto& t : tokens) {
+      ok |= !x_auth_token.empty() && same(x_auth_token, t);
+      ok |= authorization.size() > 7 && authorization.substr(0, 7) == "Bearer " &&
+            same(authorization.substr(7), t);
+    }
+    for (const auto& b : basic) {
+      ok |= authorization.size() > 6 && authorization.substr(0, 6) == "Basic " &&
+            same(authorization.substr(6), b);
+    }
+    return ok;
+  }
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Options
+
+bool is_loopback(std::string_view address) {
+  if (address == "localhost" || address == "::1" || address == "[::1]")
+    return true;
+  boost::system::error_code ec;
+  auto a = net::ip::make_address(std::string(address), ec);
+  return !ec && a.is_loopback();
+}
+
+base::Status parse_listen(std::string_view text, ServerOptions& o) {
+  std::string_view host = "127.0.0.1", port = text;
+  if (size_t colon = text.rfind(':'); colon != std::string_view::npos) {
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+      host = host.substr(1, host.size() - 2);
+  }
+  unsigned long n = 0;
+  bool digits = !port.empty() && port.size() <= 5;
+  for (char c : port) {
+    digits = digits && c >= '0' && c <= '9';
+    if (digits)
+      n = n * 10 + static_cast<unsigned long>(c - '0');
+  }
+  if (!digits || n == 0 || n > 65535)
+    return base::Status::InvalidArgument(
+        "--listen needs ADDR:PORT with a port from 1 to 65535, "
+        "not \"" +
+        std::string(text.substr(0, 80)) + "\"");
+  boost::system::error_code ec;
+  std::string h = host == "localhost" ? "127.0.0.1" : std::string(host);
+  net::ip::make_address(h, ec);
+  if (ec || host.empty())
+    return base::Status::InvalidArgument("--listen: \"" + std::string(host.substr(0, 80)) +
+                                         "\" is not an IP address");
+  o.address = h;
+  o.port = static_cast<uint16_t>(n);
+  return base::Status::Ok();
+}
+
+base::Result<Credentials> load_auth_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return base::Status::InvalidArgument("cannot read the auth file " + path + ": " +
+                                         std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return base::Status::InvalidArgument("the auth file " + path + " is not a regular file");
+  if ((st.st_mode & 077) != 0)
+    return base::Status::PermissionDenied("the auth file " + path +
+                                          " holds secrets and is open to other users "
+                                          "(chmod 600 it)");
+  if (st.st_size > 1 << 20)
+    return base::Status::InvalidArgument("the auth file " + path + " is larger than 1 MiB");
+  std::ifstream in(path);
+  if (!in)
+    return base::Status::InvalidArgument("cannot read the auth file " + path);
+  Credentials c;
+  std::string line;
+  int no = 0;
+  while (std::getline(in, line)) {
+    ++no;
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
+      line.pop_back();
+    size_t b = line.find_first_not_of(" \t");
+    if (b == std::string::npos || line[b] == '#')
+      continue;
+    line = line.substr(b);
+    auto where = path + ":" + std::to_string(no) + ": ";
+    if (line.rfind("token ", 0) == 0 && line.size() > 6) {
+      c.tokens.push_back(line.substr(6));
+    } else if (line.rfind("basic ", 0) == 0) {
+      std::string up = line.substr(6);
+      size_t colon = up.find(':');
+      if (colon == std::string::npos || colon == 0)
+        return base::Status::InvalidArgument(where + "basic needs USER:PASSWORD");
+      c.basic.emplace_back(up.substr(0, colon), up.substr(colon + 1));
+    } else {
+      return base::Status::InvalidArgument(where +
+                                           "expected \"token TOKEN\" or \"basic USER:PASSWORD\"");
+    }
+  }
+  if (c.tokens.empty() && c.basic.empty())
+    return base::Status::InvalidArgument("the auth file " + path + " holds no credentials");
+  return c;
+}
+
+base::Status check_options(const ServerOptions& o) {
+  if (o.auth == AuthMode::kNone && !is_loopback(o.address))
+    return base::Status::InvalidArgument("--auth none is only allowed on a loopback address, not " +
+                                         o.address);
+  if (o.auth == AuthMode::kStatic && o.credentials.tokens.empty() && o.credentials.basic.empty())
+    return base::Status::InvalidArgument(
+        "the API needs credentials: --auth-file FILE (or --auth none on a loopback address)");
+  if (o.threads < 1 || o.page_size < 1 || o.max_connections < 1)
+    return base::Status::InvalidArgument("threads, page size and connection cap must be >= 1");
+  return base::Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------
+// Server
+
+struct Server::Impl {
+  engine::Store& store;
+  ServerOptions opt;
+  Auth auth;
+  internal::Router router;
+  // Before the io_context: sessions still queued in it count down when it is destroyed.
+  std::atomic<size_t> connections{0};
+  uint16_t bound_port = 0;
+  std::string base_url;
+  net::io_context ioc;
+  std::optional<tcp::acceptor> acceptor;
+  std::vector<std::thread> threads;
+
+  Impl(engine::Store& s, ServerOptions o)
+      : store(s), opt(std::move(o)), router(s, opt.page_size), ioc(opt.threads) {}
+
+  void accept();
+};
+
+namespace {
+
+using Request = http::request_parser<http::string_body>;
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, Server::Impl& srv) : stream_(std::move(socket)), srv_(srv) {
+    ++srv_.connections;
+  }
+  ~Session() { --srv_.connections; }
+
+  void start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_header(); });
+  }
+
+  // Over the connection cap: one 503, then close.
+  void refuse() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      self->send(
+          internal::problem_response(503, "Service Unavailable", "too many connections; try again"),
+          false);
+    });
+  }
+
+ private:
+  void read_header() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(srv_.opt.header_limit));
+    // The larger limit until the target is known (the header's Content-Length is checked
+    // against the limit while it is read); on_header sets the target's own.
+    parser_->body_limit(std::max(srv_.opt.body_limit, srv_.opt.package_body_limit));
+    stream_.expires_after(srv_.opt.request_timeout);
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  void on_header(beast::error_code ec) {
+    if (ec == http::error::header_limit)
+      return send(internal::problem_response(431, "Request Header Fields Too Large",
+                                             "the request line and headers exceed " +
+                                                 std::to_string(srv_.opt.header_limit) + " bytes"),
+                  false);
+    if (ec)
+      return fail(ec);
+    auto& req = parser_->get();
+    std::string_view target = req.target();
+    bool package = req.method() == http::verb::put && target.size() > 16 &&
+                   target.substr(target.size() - 16) == "/package_content";
+    size_t limit = package ? srv_.opt.package_body_limit : srv_.opt.body_limit;
+    parser_->body_limit(limit);
+    if (auto len = parser_->content_length(); len && *len > limit)
+      return too_large(limit);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this(), limit](beast::error_code e, size_t) {
+                       if (e == http::error::body_limit)
+                         return self->too_large(limit);
+                       if (e)
+                         return self->fail(e);
+                       self->handle();
+                     });
+  }
+
+  void too_large(size_t limit) {
+    send(internal::problem_response(413, "Payload Too Large",
+                                    "the request body exceeds " + std::to_string(limit) + " bytes"),
+         false);
+  }
+
+  void fail(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
+        ec == net::error::operation_aborted || ec == net::error::connection_reset) {
+      beast::error_code ignored;
+      stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+      return;
+    }
+    // A request that does not parse as HTTP.
+    send(internal::problem_response(400, "Bad Request", "malformed HTTP request: " + ec.message()),
+         false);
+  }
+
+  void handle() {
+    auto& req = parser_->get();
+    auto header = [&](http::field f) {
+      auto it = req.find(f);
+      return it == req.end() ? std::string_view() : std::string_view(it->value());
+    };
+    auto custom = [&](std::string_view name) {
+      auto it = req.find(name);
+      return it == req.end() ? std::string_view() : std::string_view(it->value());
+    };
+    bool keep = req.keep_alive();
+    if (srv_.opt.auth == AuthMode::kStatic &&
+        !srv_.auth.allows(custom("X-Auth-Token"), header(http::field::authorization))) {
+      internal::HttpResponse r = internal::problem_response(
+          401, "Unauthorized", "missing or wrong credentials (X-Auth-Token, Bearer or Basic)");
+      return send(std::move(r), keep);
+    }
+    internal::HttpRequest in;
+    in.method = std::string(req.method_string());
+    in.target = std::string(req.target());
+    in.content_type = std::string(header(http::field::content_type));
+    in.body = std::move(req.body());
+    in.base_url = srv_.base_url;
+    std::string_view host = header(http::field::host);
+    bool host_ok = !host.empty() && host.size() <= 255;
+    for (char c : host) {
+      host_ok = host_ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == ':' ||
+                            c == '-' || c == '[' || c == ']');
+    }
+    if (host_ok)
+      in.base_url = "http://" + std::string(host);
+    internal::HttpResponse r;
+    try {
+      r = srv_.router.handle(in);
+    } catch (const std::exception& e) {
+      spdlog::error("api: request failed method={} error=\"{}\"", in.method, e.what());
+      r = internal::problem_response(500, "Internal Server Error", "the request failed");
+    }
+    if (r.status >= 500)
+      spdlog::warn("api: {} status={} method={}", "server error", r.status, in.method);
+    send(std::move(r), keep);
+  }
+
+  void send(internal::HttpResponse r, bool keep) {
+    auto res = std::make_shared<http::response<http::string_body>>();
+    res->version(11);
+    res->result(static_cast<unsigned>(r.status));
+    res->set(http::field::server, "vnflow");
+    if (!r.content_type.empty())
+      res->set(http::field::content_type, r.content_type);
+    for (auto& [k, v] : r.headers)
+      res->set(k, v);
+    res->body() = std::move(r.body);
+    res->keep_alive(keep);
+    res->prepare_payload();
+    stream_.expires_after(srv_.opt.request_timeout);
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res, keep](beast::error_code ec, size_t) {
+                        if (ec || !keep) {
+                          beast::error_code ignored;
+                          self->stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+                          return;
+                        }
+                        self->read_header();
+                      });
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<Request> parser_;
+  Server::Impl& srv_;
+};
+
+}  // namespace
+
+void Server::Impl::accept() {
+  acceptor->async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
+    if (ec == net::error::operation_aborted || !acceptor->is_open())
+      return;
+    if (!ec) {
+      auto session = std::make_shared<Session>(std::move(s), *this);
+      if (connections.load() > opt.max_connections)
+        session->refuse();
+      else
+        session->start();
+    }
+    accept();
+  });
+}
+
+Server::Server(engine::Store& store, ServerOptions options)
+    : impl_(std::make_unique<Impl>(store, std::move(options))) {}
+
+Server::~Server() {
+  stop();
+}
+
+base::Status Server::start() {
+  Impl& i = *impl_;
+  if (base::Status s = check_options(i.opt); !s.ok())
+    return s;
+  for (const auto& t : i.opt.credentials.tokens)
+    i.auth.tokens.push_back(t);
+  for (const auto& [u, p] : i.opt.credentials.basic)
+    i.auth.basic.push_back(base64(u + ":" + p));
+  boost::system::error_code ec;
+  auto addr = net::ip::make_address(i.opt.address, ec);
+  if (ec)
+    return base::Status::InvalidArgument("not an IP address: " + i.opt.address);
+  tcp::endpoint ep(addr, i.opt.port);
+  std::string where = i.opt.address + ":" + std::to_string(i.opt.port);
+  i.acceptor.emplace(i.ioc);
+  i.acceptor->open(ep.protocol(), ec);
+  if (!ec)
+    i.acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec)
+    i.acceptor->bind(ep, ec);
+  if (!ec)
+    i.acceptor->listen(net::socket_base::max_listen_connections, ec);
+  if (ec)
+    return base::Status::Unavailable("cannot listen on " + where + ": " + ec.message());
+  i.bound_port = i.acceptor->local_endpoint().port();
+  std::string host = addr.is_v6() ? "[" + i.opt.address + "]" : i.opt.address;
+  i.base_url = "http://" + host + ":" + std::to_string(i.bound_port);
+  i.accept();
+  for (int n = 0; n < i.opt.threads; ++n)
+    i.threads.emplace_back([&i] { i.ioc.run(); });
+  spdlog::info("api: listening on {} (auth {})", i.base_url,
+               i.opt.auth == AuthMode::kNone ? "none" : "static credentials");
+  return base::Status::Ok();
+}
+
+uint16_t Server::port() const {
+  return impl_->bound_port;
+}
+
+void Server::stop() {
+  Impl& i = *impl_;
+  if (i.threads.empty())
+    return;
+  net::post(i.ioc, [&i] {
+    boost::system::error_code ec;
+    if (i.acceptor)
+      i.acceptor->close(ec);
+  });
+  i.ioc.stop();
+  for (auto& t : i.threads)
+    t.join();
+  i.threads.clear();
+}
+
+}  // namespace api
