@@ -62,7 +62,7 @@ std::string_view to_string(Severity s) {
 }
 
 std::string to_string(const Diagnostic& d) {
-  std::string out = d.where.file.empty() ? std::string("<input>") : d.where.file;
+  std::string out = d.where.file.empty() ? std::string("<input>") : printable(d.where.file);
   if (d.where.line > 0) {
     // Appended piece by piece: `":" + std::to_string(n)` trips g++ 12's false
     // -Wrestrict at -O3 (GCC bug 105329).
@@ -76,12 +76,12 @@ std::string to_string(const Diagnostic& d) {
   out += ": ";
   out += to_string(d.severity);
   out += ": ";
-  out += d.message;
+  out += printable(d.message);
   if (!d.code.empty()) {
-    out += " [" + d.code + "]";
+    out += " [" + printable(d.code) + "]";
   }
   for (const auto& n : d.notes) {
-    out += "\n  note: " + n;
+    out += "\n  note: " + printable(n);
   }
   return out;
 }
@@ -317,6 +317,112 @@ std::string shell_quote(std::string_view s) {
       o += c;
   }
   return o + "'";
+}
+
+namespace {
+
+// The length of the UTF-8 sequence starting at s[i], 0 when it is not one (overlong forms,
+// surrogates and code points above U+10FFFF are not).
+size_t utf8_length(std::string_view s, size_t i) {
+  auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = at(i);
+  size_t n = c >= 0xc2 && c <= 0xdf   ? 2
+             : c >= 0xe0 && c <= 0xef ? 3
+             : c >= 0xf0 && c <= 0xf4 ? 4
+                                      : 0;
+  if (n == 0 || i + n > s.size())
+    return 0;
+  unsigned char lo = 0x80, hi = 0xbf;  // the range of the second byte
+  if (c == 0xe0)
+    lo = 0xa0;
+  else if (c == 0xed)
+    hi = 0x9f;
+  else if (c == 0xf0)
+    lo = 0x90;
+  else if (c == 0xf4)
+    hi = 0x8f;
+  if (at(i + 1) < lo || at(i + 1) > hi)
+    return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (at(i + k) < 0x80 || at(i + k) > 0xbf)
+      return 0;
+  }
+  return n;
+}
+
+// The code point of a valid sequence of `n` bytes at s[i].
+uint32_t code_point(std::string_view s, size_t i, size_t n) {
+  auto at = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(s[k])); };
+  uint32_t cp = at(i) & (n == 2 ? 0x1f : n == 3 ? 0x0f : 0x07);
+  for (size_t k = 1; k < n; ++k)
+    cp = (cp << 6) | (at(i + k) & 0x3f);
+  return cp;
+}
+
+// C1 controls and the bidirectional embeddings, overrides and isolates (which reorder what
+// follows them on the screen).
+bool hidden_control(uint32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
+         (cp >= 0x2066 && cp <= 0x2069);
+}
+
+void append_hex(std::string& out, const char* prefix, uint32_t v, int digits) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += prefix;
+  for (int d = digits - 1; d >= 0; --d)
+    out += kHex[(v >> (4 * d)) & 0xf];
+}
+
+}  // namespace
+
+std::string printable(std::string_view s, PrintMode mode) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (mode == PrintMode::kJson && (c < 0x7f || (c > 0x7f && utf8_length(s, i) == 0))) {
+      out += static_cast<char>(c);  // JSON's own escapes stand; not ours to judge
+      ++i;
+      continue;
+    }
+    if (mode == PrintMode::kJson && c == 0x7f) {
+      out += "\\u007f";
+      ++i;
+      continue;
+    }
+    if (c < 0x20 || c == 0x7f) {
+      if (mode == PrintMode::kLines && (c == '\n' || c == '\t'))
+        out += static_cast<char>(c);
+      else if (c == '\n')
+        out += "\\n";
+      else if (c == '\r')
+        out += "\\r";
+      else if (c == '\t')
+        out += "\\t";
+      else
+        append_hex(out, "\\x", c, 2);
+      ++i;
+      continue;
+    }
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    size_t n = utf8_length(s, i);
+    if (n == 0) {
+      append_hex(out, "\\x", c, 2);  // not UTF-8: a lone 0x9b is CSI to some terminals
+      ++i;
+      continue;
+    }
+    uint32_t cp = code_point(s, i, n);
+    if (hidden_control(cp))
+      append_hex(out, "\\u", cp, 4);
+    else
+      out.append(s.substr(i, n));
+    i += n;
+  }
+  return out;
 }
 
 std::string json_escape(std::string_view s) {

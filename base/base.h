@@ -145,7 +145,8 @@ struct Diagnostic {
 };
 
 // "pkg.csar!Definitions/vnfd.yaml:42:13: error: unknown node type \"X\" [T0203]"
-// followed by one "  note: ..." line per note.
+// followed by one "  note: ..." line per note. Every field goes through printable(): the
+// text a human reads never carries raw bytes from a package.
 std::string to_string(const Diagnostic& d);
 
 class Diagnostics {
@@ -219,6 +220,16 @@ bool is_valid_utf8(std::string_view s);
 std::string json_escape(std::string_view s);
 // 'text' for a POSIX shell: always single-quoted, a quote inside as '\''.
 std::string shell_quote(std::string_view s);
+// `s` made safe for a terminal: control characters (ESC, NUL, CR, newline...), DEL, C1
+// controls, the bidirectional overrides and isolates, and bytes that are not UTF-8 become
+// \n, \x1b, \u202e style escapes, so no name can move the cursor, recolour the screen or
+// fake an output line.
+//   kLine   everything above (one line of output)
+//   kLines  the same, but newlines and tabs are kept (multi-line text such as hook output)
+//   kJson   serialized JSON, whose strings are already escaped: only DEL, C1 and the bidi
+//           controls, as \u escapes (the same characters to a JSON reader)
+enum class PrintMode { kLine, kLines, kJson };
+std::string printable(std::string_view s, PrintMode mode = PrintMode::kLine);
 
 // ---------------------------------------------------------------------------------------
 // Time

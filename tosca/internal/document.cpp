@@ -213,6 +213,7 @@ class Builder : public YAML::EventHandler {
 
   bool done() const { return root_set_; }
   uint32_t root() const { return root_; }
+  uint64_t expanded() const { return root_set_ ? weight_[root_] : 0; }
 
  private:
   struct Frame {
@@ -305,10 +306,15 @@ class Builder : public YAML::EventHandler {
     // The weight of a node is its size with every alias expanded: what a consumer that
     // copies aliases would build. Bounding it stops "billion laughs" documents.
     total_ = std::max(total_, weight_[parent]);
-    if (weight_[parent] > limits_.max_nodes) {
+    if (weight_[parent] + limits_.used_before > limits_.max_nodes) {
       throw StopParse{"T0004",
-                      "YAML document expands to more than " + std::to_string(limits_.max_nodes) +
-                          " nodes (alias bomb?)",
+                      limits_.used_before == 0
+                          ? "YAML document expands to more than " +
+                                std::to_string(limits_.max_nodes) + " nodes (alias bomb?)"
+                          : "the package's YAML files expand to more than " +
+                                std::to_string(limits_.max_nodes) +
+                                " nodes in all; this file stops at the limit (" +
+                                std::to_string(limits_.used_before) + " in earlier files)",
                       l, c};
     }
   }
@@ -389,6 +395,7 @@ std::unique_ptr<Document> parse_yaml(std::string_view text, std::string display,
       diags.merge(local);
       doc->has_root = builder.done();
       doc->root_index = builder.root();
+      doc->expanded_nodes = builder.expanded();
       return doc;
     }
     std::istringstream in{std::string(text)};
@@ -441,6 +448,7 @@ std::unique_ptr<Document> parse_yaml(std::string_view text, std::string display,
   diags.merge(local);
   doc->has_root = builder.done();
   doc->root_index = builder.root();
+  doc->expanded_nodes = builder.expanded();
   return doc;
 }
 

@@ -37,6 +37,7 @@ class Document {
   std::string text;
   uint32_t root_index = 0;
   bool has_root = false;
+  uint64_t expanded_nodes = 0;  // nodes with every alias expanded (parse_yaml sets it)
 
   Node root() const { return has_root ? Node(this, root_index) : Node(); }
   base::SourceLocation at(uint32_t line, uint32_t column) const { return {display, line, column}; }
@@ -50,6 +51,8 @@ class Document {
 struct YamlLimits {
   uint32_t max_depth = 64;
   uint64_t max_nodes = 2'000'000;  // after alias expansion
+  // Nodes the package's earlier files took from max_nodes: the budget is per package.
+  uint64_t used_before = 0;
 };
 
 // Parses `text` (one YAML document, UTF-8). Problems go to `diags` located in `display`.

@@ -381,11 +381,23 @@ Document* Loader::load_package_file(const std::string& path, const base::SourceL
   auto it = by_key_.find("pkg:" + path);
   if (it != by_key_.end())
     return it->second;
-  auto text = src_.read(path, opt_.limits.max_text_bytes);
+  // Bytes and nodes are budgets of the whole package: twenty files just under a per-file
+  // limit would cost twenty times what one may.
+  uint64_t room = opt_.limits.max_text_bytes - std::min(text_bytes_, opt_.limits.max_text_bytes);
+  auto text = src_.read(path, room);
   if (!text.ok()) {
-    diags_.error("C0008", from, "cannot load \"" + path + "\": " + text.status().message());
+    std::string why = text.status().message();
+    if (room < opt_.limits.max_text_bytes &&
+        text.status().code() == base::StatusCode::kFailedPrecondition) {
+      why = "the package's YAML files hold more than " +
+            std::to_string(opt_.limits.max_text_bytes) + " bytes in all (" +
+            std::to_string(text_bytes_) + " in the files loaded before it)";
+    }
+    diags_.error("C0008", from, "cannot load \"" + path + "\": " + why);
+    by_key_["pkg:" + path] = nullptr;
     return nullptr;
   }
+  text_bytes_ += text.value().size();
   std::string digest = base::digest_hex(base::DigestAlgorithm::kSha256, text.value());
   auto same = by_digest_.find(digest);
   if (same != by_digest_.end()) {
@@ -399,12 +411,13 @@ Document* Loader::load_package_file(const std::string& path, const base::SourceL
     doc->from_catalog = true;
     doc->display = src_.display(path);
   } else {
-    YamlLimits yl{opt_.limits.max_yaml_depth, opt_.limits.max_yaml_nodes};
+    YamlLimits yl{opt_.limits.max_yaml_depth, opt_.limits.max_yaml_nodes, yaml_nodes_};
     doc = parse_yaml(text.value(), src_.display(path), yl, diags_);
     if (!doc) {
       by_key_["pkg:" + path] = nullptr;
       return nullptr;
     }
+    yaml_nodes_ += doc->expanded_nodes;
   }
   doc->path = path;
   doc->digest = digest;
@@ -610,7 +623,7 @@ void Loader::check_type_definitions(const Document* doc) {
           Node es = pd.get("entry_schema");
           check_type_ref(es.is_map() ? es.get("type") : es, what + ".entry_schema");
           if (pd.get("default").valid() && pd.get("type").valid()) {
-            ValueContext ctx{types_, diags_, {}};
+            ValueContext ctx{types_, diags_, {}, &value_sets_};
             check_value(pd.get("default"), pd, what + ".default", ctx);
           }
         }
@@ -757,7 +770,7 @@ void Loader::check_node_template(const Document* doc, Node topology, const std::
     diags_.error("T0030", type.location(), msg);
     return;
   }
-  ValueContext ctx{types_, diags_, topology.get("inputs")};
+  ValueContext ctx{types_, diags_, topology.get("inputs"), &value_sets_};
   // properties (a flavour's VNF node is completed from the top-level VNF node, so its
   // required properties are checked after the merge, in the vnfd phase)
   check_properties(tmpl.get("properties"), types_.merged(t, "properties"), tmpl, what,
@@ -965,7 +978,7 @@ void Loader::check_policies(const Document* doc, Node topology) {
   }
   Node nts = topology.get("node_templates");
   Node groups = topology.get("groups");
-  ValueContext ctx{types_, diags_, topology.get("inputs")};
+  ValueContext ctx{types_, diags_, topology.get("inputs"), &value_sets_};
   for (const auto& [name, p] : items) {
     std::string what = "policy \"" + name + "\"";
     if (!p.is_map()) {
@@ -1003,7 +1016,7 @@ void Loader::check_groups(const Document* doc, Node topology) {
   (void)doc;
   Node groups = topology.get("groups");
   Node nts = topology.get("node_templates");
-  ValueContext ctx{types_, diags_, topology.get("inputs")};
+  ValueContext ctx{types_, diags_, topology.get("inputs"), &value_sets_};
   for (size_t i = 0; groups.is_map() && i < groups.size(); ++i) {
     std::string what = "group \"" + str(groups.key(i)) + "\"";
     Node g = groups.value(i);
@@ -1089,7 +1102,7 @@ void Loader::check_topology(const Document* doc) {
              {"description", "inputs", "node_templates", "relationship_templates", "groups",
               "policies", "outputs", "substitution_mappings", "workflows"});
   Node inputs = tt.get("inputs");
-  ValueContext ctx{types_, diags_, inputs};
+  ValueContext ctx{types_, diags_, inputs, &value_sets_};
   for (size_t i = 0; inputs.is_map() && i < inputs.size(); ++i) {
     Node def = inputs.value(i);
     std::string what = "input \"" + str(inputs.key(i)) + "\"";
@@ -1604,9 +1617,36 @@ void Loader::run() {
 
 }  // namespace internal
 
-std::shared_ptr<const Package> internal::load_from_source(std::unique_ptr<FileSource> src,
-                                                          const LoadOptions& options,
-                                                          base::Diagnostics& diags) {
+void internal::cap_findings(const base::Diagnostics& found, uint32_t max_per_kind,
+                            base::Diagnostics& diags) {
+  // Findings of one kind (code and severity) past the cap become one "... and N more".
+  std::map<std::pair<std::string, base::Severity>, size_t> seen;
+  std::map<std::pair<std::string, base::Severity>, base::Diagnostic> more;
+  for (const auto& d : found.items()) {
+    size_t n = ++seen[{d.code, d.severity}];
+    if (max_per_kind == 0 || n <= max_per_kind) {
+      diags.add(d);
+    } else if (n == max_per_kind + 1) {
+      more[{d.code, d.severity}] = d;  // the summary stands where the first left out was
+    }
+  }
+  for (auto& [kind, d] : more) {
+    size_t left = seen[kind] - max_per_kind;
+    d.message = "… and " + std::to_string(left) + " more like this (the first " +
+                std::to_string(max_per_kind) + " are shown)";
+    d.notes.clear();
+    diags.add(std::move(d));
+  }
+}
+
+namespace {
+
+// Findings of one kind shown for a package; the rest are counted ("... and N more"), so a
+// manifest of 100,000 absent files prints 51 lines, not 100,001.
+constexpr uint32_t kMaxFindingsPerKind = 50;
+
+std::shared_ptr<const Package> load_uncapped(std::unique_ptr<internal::FileSource> src,
+                                             const LoadOptions& options, base::Diagnostics& diags) {
   if (!src)
     return nullptr;
   auto pkg = std::shared_ptr<Package>(new Package());
@@ -1617,23 +1657,46 @@ std::shared_ptr<const Package> internal::load_from_source(std::unique_ptr<FileSo
   return pkg;
 }
 
+// Opens the source and loads it, with the findings of both capped together.
+template <typename Open>
+std::shared_ptr<const Package> open_and_load(Open open, const LoadOptions& options,
+                                             base::Diagnostics& diags) {
+  base::Diagnostics found;
+  std::unique_ptr<internal::FileSource> src = open(found);
+  auto pkg = load_uncapped(std::move(src), options, found);
+  internal::cap_findings(found, kMaxFindingsPerKind, diags);
+  return pkg;
+}
+
+}  // namespace
+
+std::shared_ptr<const Package> internal::load_from_source(std::unique_ptr<FileSource> src,
+                                                          const LoadOptions& options,
+                                                          base::Diagnostics& diags) {
+  return open_and_load([&](base::Diagnostics&) { return std::move(src); }, options, diags);
+}
+
 std::shared_ptr<const Package> load_package(const std::string& path, const LoadOptions& options,
                                             base::Diagnostics& diags) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return internal::load_from_source(internal::open_directory(path, options.limits, diags),
-                                      options, diags);
-  }
-  return internal::load_from_source(internal::open_zip_file(path, options.limits, diags), options,
-                                    diags);
+  return open_and_load(
+      [&](base::Diagnostics& found) {
+        std::error_code ec;
+        if (std::filesystem::is_directory(path, ec))
+          return internal::open_directory(path, options.limits, found);
+        return internal::open_zip_file(path, options.limits, found);
+      },
+      options, diags);
 }
 
 std::shared_ptr<const Package> load_package_from_zip_bytes(std::string display_name,
                                                            std::string bytes,
                                                            const LoadOptions& options,
                                                            base::Diagnostics& diags) {
-  return internal::load_from_source(
-      internal::open_zip_bytes(std::move(display_name), std::move(bytes), options.limits, diags),
+  return open_and_load(
+      [&](base::Diagnostics& found) {
+        return internal::open_zip_bytes(std::move(display_name), std::move(bytes), options.limits,
+                                        found);
+      },
       options, diags);
 }
 

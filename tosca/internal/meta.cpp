@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <unordered_map>
 
 namespace tosca::internal {
 
@@ -67,6 +68,7 @@ ToscaMeta parse_tosca_meta(std::string_view text, const std::string& display,
     uint32_t line, column;
   };
   std::vector<std::vector<KV>> blocks(1);
+  uint32_t garbage = 0, first_garbage = 0;  // lines that are not "Key: value"
   for (const Line& l : split_lines(text)) {
     if (is_blank(l.text)) {
       if (!blocks.back().empty())
@@ -81,8 +83,13 @@ ToscaMeta parse_tosca_meta(std::string_view text, const std::string& display,
     }
     auto colon = l.text.find(':');
     if (colon == std::string_view::npos || colon == 0) {
+      if (garbage++ == 0)
+        first_garbage = l.number;
+      std::string found = trim(l.text);
+      if (found.size() > 60)
+        found = found.substr(0, 57) + "...";
       diags.error("C0010", {display, l.number, 1},
-                  "expected \"Key: value\", found \"" + trim(l.text) + "\"");
+                  "expected \"Key: value\", found \"" + found + "\"");
       continue;
     }
     blocks.back().push_back({trim(l.text.substr(0, colon)), trim(l.text.substr(colon + 1)),
@@ -91,7 +98,14 @@ ToscaMeta parse_tosca_meta(std::string_view text, const std::string& display,
   if (blocks.back().empty())
     blocks.pop_back();
   if (blocks.empty()) {
-    diags.error("C0010", {display, 1, 1}, "TOSCA.meta is empty");
+    if (garbage == 0) {
+      diags.error("C0010", {display, 1, 1}, "TOSCA.meta is empty");
+    } else {
+      diags.error("C0010", {display, first_garbage, 1},
+                  "TOSCA.meta holds no \"Key: value\" line: " + std::to_string(garbage) +
+                      (garbage == 1 ? " line of something else" : " lines of something else") +
+                      ", the first at line " + std::to_string(first_garbage));
+    }
     return meta;
   }
   // Block 0: the CSAR itself.
@@ -262,6 +276,7 @@ Manifest parse_manifest(std::string_view text, const std::string& display,
 
 void verify_listed_files(FileSource& src, const std::vector<MetaFileEntry>& entries,
                          std::string_view what, bool verify_digests, base::Diagnostics& diags) {
+  std::unordered_map<std::string, const MetaFileEntry*> seen;  // path -> first listing
   for (const MetaFileEntry& e : entries) {
     if (is_url(e.name)) {
       diags.warning("C0018", e.where,
@@ -272,6 +287,17 @@ void verify_listed_files(FileSource& src, const std::vector<MetaFileEntry>& entr
     if (!join_package_path("", e.name, path)) {
       diags.error("C0003", e.where,
                   "\"" + e.name + "\" listed in " + std::string(what) + " leaves the package");
+      continue;
+    }
+    auto [first, added] = seen.try_emplace(path, &e);
+    if (!added) {
+      // Hashed once: a listing that repeats one big file must not cost a read per line.
+      base::Diagnostic d;
+      d.code = what == "TOSCA.meta" ? "C0010" : "C0014";  // a malformed listing
+      d.where = e.where;
+      d.message = "\"" + e.name + "\" is listed in " + std::string(what) + " more than once";
+      d.notes.push_back("first listed at line " + std::to_string(first->second->where.line));
+      diags.add(std::move(d));
       continue;
     }
     if (!src.exists(path)) {
@@ -301,7 +327,7 @@ void verify_listed_files(FileSource& src, const std::vector<MetaFileEntry>& entr
     if (!verify_digests) {
       continue;
     }
-    auto got = src.digest(path, *algo);
+    auto got = src.digest_once(path, *algo);
     if (!got.ok()) {
       diags.error("C0002", e.where, "cannot read \"" + e.name + "\": " + got.status().message());
       continue;

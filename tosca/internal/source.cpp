@@ -28,6 +28,14 @@ bool FileSource::is_dir(std::string_view path) const {
   return it != files_.end() && it->compare(0, prefix.size(), prefix) == 0;
 }
 
+base::Result<std::string> FileSource::digest_once(const std::string& path,
+                                                  base::DigestAlgorithm a) {
+  auto it = digests_.find({path, a});
+  if (it == digests_.end())
+    it = digests_.emplace(std::make_pair(path, a), digest(path, a)).first;
+  return it->second;
+}
+
 std::string FileSource::display(std::string_view path) const {
   return display_prefix_ + std::string(path);
 }
@@ -376,23 +384,24 @@ class DirSource : public FileSource {
         return false;
       }
       if (e.is_symlink(ec)) {
-        fs::path target = fs::weakly_canonical(e.path(), ec);
-        std::string t = fs::relative(target, root_, ec).generic_string();
-        if (ec || t.empty() || t == "." || t.rfind("..", 0) == 0 || target.is_relative()) {
-          diags.error("C0004", {display(rel), 0, 0},
-                      "symbolic link points outside the package (-> \"" +
-                          fs::read_symlink(e.path(), ec).generic_string() + "\"); refused");
+        fs::path target;
+        if (!link_inside(e.path(), rel, target, diags)) {
           ok = false;
           ec.clear();
           continue;
         }
         if (fs::is_directory(target, ec)) {
-          // Links to folders inside the package are followed by listing their files.
+          // Links to folders inside the package are followed by listing their files; a
+          // link in there is held to the same rule.
           for (const auto& sub : fs::recursive_directory_iterator(target, ec)) {
-            if (sub.is_regular_file(ec)) {
-              std::string inner = fs::relative(sub.path(), target, ec).generic_string();
-              add_file(rel + "/" + inner, sub.path(), total);
+            std::string inner = sub.path().lexically_relative(target).generic_string();
+            fs::path real = sub.path();
+            if (sub.is_symlink(ec) && !link_inside(sub.path(), rel + "/" + inner, real, diags)) {
+              ok = false;
+              continue;
             }
+            if (fs::is_regular_file(real, ec))
+              add_file(rel + "/" + inner, real, total);
           }
           ec.clear();
           continue;
@@ -419,6 +428,28 @@ class DirSource : public FileSource {
     }
     std::sort(files_.begin(), files_.end());
     return ok;
+  }
+
+  // Follows every hop of the link at `link` (package path `rel`); true with the final
+  // `target` when it is inside the package, else a located C0004 saying which it is: a way
+  // out, or a loop (a chain that never ends stays inside, but leads nowhere).
+  bool link_inside(const fs::path& link, const std::string& rel, fs::path& target,
+                   base::Diagnostics& diags) {
+    std::error_code ec;
+    std::string first = fs::read_symlink(link, ec).generic_string();
+    target = fs::weakly_canonical(link, ec);
+    if (ec == std::errc::too_many_symbolic_link_levels) {
+      diags.error("C0004", {display(rel), 0, 0},
+                  "symbolic links loop (-> \"" + first + "\" -> ... never ends); refused");
+      return false;
+    }
+    fs::path inner = target.lexically_relative(root_);
+    if (ec || target.is_relative() || inner.empty() || inner == "." || *inner.begin() == "..") {
+      diags.error("C0004", {display(rel), 0, 0},
+                  "symbolic link points outside the package (-> \"" + first + "\"); refused");
+      return false;
+    }
+    return true;
   }
 
   base::Result<std::string> read(std::string_view path, uint64_t max_bytes) override {

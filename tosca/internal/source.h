@@ -29,6 +29,8 @@ class FileSource {
   virtual base::Result<std::string> read(std::string_view path, uint64_t max_bytes) = 0;
   // Streams a file through a digest; lowercase hex.
   virtual base::Result<std::string> digest(std::string_view path, base::DigestAlgorithm a) = 0;
+  // digest(), remembered: a file listed in TOSCA.meta and in the manifest is read once.
+  base::Result<std::string> digest_once(const std::string& path, base::DigestAlgorithm a);
   // SHA-256 identifying the whole package (archive bytes, or names and contents).
   virtual base::Result<std::string> package_digest() = 0;
 
@@ -47,6 +49,7 @@ class FileSource {
   std::string display_name_;
   std::string display_prefix_;  // "pkg.csar!" or "folder/"
   bool archive_ = false;
+  std::map<std::pair<std::string, base::DigestAlgorithm>, base::Result<std::string>> digests_;
 };
 
 // Joins and normalizes a relative reference against a folder inside the package.

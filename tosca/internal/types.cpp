@@ -505,6 +505,61 @@ bool values_equal(Node a, Node b) {
   return to_yaml_flow(a) == to_yaml_flow(b);
 }
 
+// The ValueSet of a valid_values list, built on first use. Holds what values_equal()
+// compares: a scalar equals an entry when both are unquoted numbers of the same value, or
+// have the same text, or are scalar-units of the same value; anything else by flow YAML.
+const ValueSet& value_set(Node list, ValueSets& sets) {
+  auto [it, added] = sets.try_emplace({list.document(), list.index()});
+  ValueSet& s = it->second;
+  if (!added)
+    return s;
+  for (size_t k = 0; k < list.size(); ++k) {
+    Node e = list.item(k);
+    if (!e.is_scalar()) {
+      s.flows.insert(to_yaml_flow(e));
+      continue;
+    }
+    double x;
+    if (!e.quoted() && parse_number(e.scalar(), x))
+      s.numbers.insert(x);
+    s.texts.insert(e.scalar());
+    if (any_scalar_unit(e.scalar(), x))
+      s.units.insert(x);
+  }
+  return s;
+}
+
+bool in_value_set(Node v, const ValueSet& s) {
+  if (!v.is_scalar())
+    return s.flows.count(to_yaml_flow(v)) > 0;
+  double x;
+  if (!v.quoted() && parse_number(v.scalar(), x) && s.numbers.count(x))
+    return true;
+  if (s.texts.count(v.scalar()))
+    return true;
+  return any_scalar_unit(v.scalar(), x) && s.units.count(x);
+}
+
+// A value for a message: flow YAML cut after about 80 characters, so that a list of
+// thousands of entries neither floods the screen nor is copied whole into every message.
+std::string brief_flow(Node n) {
+  auto cut = [](std::string s) { return s.size() > 80 ? s.substr(0, 77) + "..." : s; };
+  if (!n.is_seq())
+    return cut(to_yaml_flow(n));
+  std::string out = "[";
+  for (size_t k = 0; k < n.size(); ++k) {
+    if (out.size() > 60) {
+      out += "... (" + std::to_string(n.size()) + " entries)";
+      break;
+    }
+    if (k > 0)
+      out += ", ";
+    out += cut(to_yaml_flow(n.item(k)));
+  }
+  out += "]";
+  return out;
+}
+
 void check_function(Node v, std::string_view what, ValueContext& ctx) {
   std::string fn(v.key(0).scalar());
   Node arg = v.value(0);
@@ -592,7 +647,7 @@ void check_constraints(Node v, Node constraints, std::string_view what, ValueCon
     };
     if (op == "equal") {
       if (!values_equal(v, arg))
-        fail(to_yaml_flow(arg));
+        fail(brief_flow(arg));
     } else if (op == "greater_than" || op == "greater_or_equal" || op == "less_than" ||
                op == "less_or_equal") {
       if (!num_of(arg, y)) {
@@ -624,17 +679,21 @@ void check_constraints(Node v, Node constraints, std::string_view what, ValueCon
         continue;
       }
       if (x < lo || x > hi)
-        fail(to_yaml_flow(arg));
+        fail(brief_flow(arg));
     } else if (op == "valid_values") {
       if (!arg.is_seq()) {
         ctx.diags.error("T0045", arg.location(), "valid_values needs a list");
         continue;
       }
       bool found = false;
-      for (size_t k = 0; k < arg.size() && !found; ++k)
-        found = values_equal(v, arg.item(k));
+      if (ctx.sets != nullptr && arg.size() > 8) {
+        found = in_value_set(v, value_set(arg, *ctx.sets));
+      } else {
+        for (size_t k = 0; k < arg.size() && !found; ++k)
+          found = values_equal(v, arg.item(k));
+      }
       if (!found)
-        fail(to_yaml_flow(arg));
+        fail(brief_flow(arg));
     } else if (op == "length" || op == "min_length" || op == "max_length") {
       if (!num_of(arg, y)) {
         ctx.diags.error("T0045", arg.location(), op + " needs an integer");

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "base/base.h"
@@ -66,11 +68,24 @@ class Types {
 
 bool is_primitive_type(std::string_view name);
 
+// A valid_values list parsed once: a value is looked up instead of compared with every
+// entry (and its numbers parsed again) each time.
+struct ValueSet {
+  std::unordered_set<double> numbers;          // unquoted numbers
+  std::unordered_set<double> units;            // scalar-units, in base units
+  std::unordered_set<std::string_view> texts;  // every scalar's text
+  std::unordered_set<std::string> flows;       // every entry as flow YAML
+};
+
+// The ValueSets of one load, by list node; lives as long as the documents.
+using ValueSets = std::map<std::pair<const Document*, uint32_t>, ValueSet>;
+
 // Where values are checked: the types, the sink, and the inputs get_input may name.
 struct ValueContext {
   const Types& types;
   base::Diagnostics& diags;
-  Node inputs;  // topology_template.inputs of the template holding the value
+  Node inputs;                // topology_template.inputs of the template holding the value
+  ValueSets* sets = nullptr;  // valid_values lists parsed so far; none: compared one by one
 };
 
 // Checks `value` against a property (or parameter) definition map: type, entry_schema,

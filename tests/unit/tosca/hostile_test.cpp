@@ -1,7 +1,10 @@
 // Hostile packages are refused with a clear diagnostic and nothing is written anywhere.
 // The archives are built here, in a temporary folder, with libzip.
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -193,4 +196,253 @@ TEST_CASE("a huge YAML file is refused before it is parsed", "[tosca][hostile]")
 TEST_CASE("a missing package is a clear error", "[tosca][hostile]") {
   auto d = load("/nonexistent/pkg.csar");
   CHECK(has(d, "C0001"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Bounded cost: packages built to cost minutes or gigabytes. Each must finish well inside
+// a second or two on a small machine (the 20 s guard only catches a regression to the old
+// quadratic costs, which took 30 s to minutes) and say what was wrong in a bounded number
+// of lines. A budget error is a pass.
+
+namespace {
+
+struct Folder {
+  TempDir t;
+  fs::path root() const { return t.path / "pkg"; }
+  void put(const std::string& name, const std::string& content) {
+    fs::path p = root() / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << content;
+  }
+};
+
+struct Timed {
+  base::Diagnostics diags;
+  double seconds = 0;
+  // What `csar validate` prints: one line per diagnostic and note.
+  std::string text() const {
+    std::string out;
+    for (const auto& d : diags.sorted())
+      out += base::to_string(d) + "\n";
+    return out;
+  }
+  size_t lines() const {
+    std::string t = text();
+    return static_cast<size_t>(std::count(t.begin(), t.end(), '\n'));
+  }
+  size_t count(const std::string& code) const {
+    size_t n = 0;
+    for (const auto& d : diags.items())
+      n += d.code == code ? 1 : 0;
+    return n;
+  }
+};
+
+Timed timed_load(const std::string& path, tosca::LoadOptions opts = {}) {
+  Timed r;
+  auto t0 = std::chrono::steady_clock::now();
+  (void)tosca::load_package(path, opts, r.diags);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+constexpr double kGuardSeconds = 20;
+
+const char* kManifestMeta =
+    "TOSCA-Meta-File-Version: 1.0\nCSAR-Version: 1.1\nCreated-By: t\n"
+    "Entry-Definitions: Definitions/top.yaml\nETSI-Entry-Manifest: top.mf\n";
+const char* kManifestHead =
+    "metadata:\n  vnf_provider_id: t\n  vnf_product_name: t\n"
+    "  vnf_release_date_time: 2024-01-01T00:00:00+00:00\n  vnf_package_version: '1.0'\n\n";
+
+// A package whose one node template holds a list of `n` integers, each checked against a
+// valid_values list of `n` entries. `offset` shifts the values (n: none is valid).
+std::string valid_values_template(int n, int offset) {
+  std::ostringstream y;
+  y << "tosca_definitions_version: tosca_simple_yaml_1_2\n"
+       "node_types:\n  big.Node:\n    derived_from: tosca.nodes.Root\n    properties:\n"
+       "      picks:\n        type: list\n        entry_schema:\n          type: integer\n"
+       "          constraints:\n            - valid_values: [";
+  for (int i = 0; i < n; ++i)
+    y << (i ? ", " : "") << i;
+  y << "]\ntopology_template:\n  node_templates:\n    n:\n      type: big.Node\n"
+       "      properties:\n        picks: [";
+  for (int i = n - 1; i >= 0; --i)  // the last entry first: the worst case of a linear scan
+    y << (i != n - 1 ? ", " : "") << i + offset;
+  y << "]\n";
+  return y.str();
+}
+
+}  // namespace
+
+TEST_CASE("20k values against 20k valid_values cost a look-up each, not a scan",
+          "[tosca][hostile][budget]") {
+  Folder f;
+  f.put("vnfd.yaml", valid_values_template(20000, 0));
+  Timed ok = timed_load(f.root().string());
+  INFO(ok.text().substr(0, 2000));
+  CHECK(ok.seconds < kGuardSeconds);
+  CHECK(ok.count("T0043") == 0);
+
+  f.put("vnfd.yaml", valid_values_template(20000, 20000));
+  Timed bad = timed_load(f.root().string());
+  CHECK(bad.seconds < kGuardSeconds);
+  // 20,000 violations: 50 shown, then one line that counts the rest; none quotes the
+  // whole list of 20,000 values.
+  CHECK(bad.count("T0043") == 51);
+  CHECK(bad.text().find("\u2026 and 19950 more like this") != std::string::npos);
+  for (const auto& d : bad.diags.items())
+    CHECK(d.message.size() < 300);
+}
+
+TEST_CASE("a manifest listing one 1 MiB file 100,000 times is an error, hashed once",
+          "[tosca][hostile][budget]") {
+  Folder f;
+  std::string big(1u << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i)
+    big[i] = static_cast<char>((i * 2654435761u) >> 13);
+  std::string hash = base::digest_hex(base::DigestAlgorithm::kSha256, big);
+  f.put("TOSCA-Metadata/TOSCA.meta", kManifestMeta);
+  f.put("Definitions/top.yaml", kTop);
+  f.put("Files/big.bin", big);
+  std::string mf = kManifestHead;
+  mf += "Source: Definitions/top.yaml\nAlgorithm: SHA-256\nHash: " +
+        base::digest_hex(base::DigestAlgorithm::kSha256, kTop) + "\n\n";
+  for (int i = 0; i < 100000; ++i)
+    mf += "Source: Files/big.bin\nAlgorithm: SHA-256\nHash: " + hash + "\n\n";
+  f.put("top.mf", mf);
+  Timed r = timed_load(f.root().string());
+  INFO(r.text().substr(0, 2000));
+  CHECK(r.seconds < kGuardSeconds);
+  CHECK(r.count("C0016") == 0);
+  REQUIRE(r.count("C0014") == 51);
+  // Located at the repeated entry, with the first listing named.
+  CHECK(r.text().find("pkg/top.mf:15:8: error: \"Files/big.bin\" is listed in the manifest more "
+                      "than once [C0014]\n  note: first listed at line 11") != std::string::npos);
+  CHECK(r.text().find("\u2026 and 99949 more like this") != std::string::npos);
+  CHECK(r.lines() < 200);
+}
+
+TEST_CASE("the YAML node budget holds for the package, not for each file",
+          "[tosca][hostile][budget]") {
+  Folder f;
+  // 20 files of 1.9 M nodes each: every one is under the 2 M limit; together they are
+  // 38 M nodes (1.6 GB of tree before the budget was per package).
+  std::string imports;
+  std::string flat = "tosca_definitions_version: tosca_simple_yaml_1_2\ndescription: [0";
+  flat.reserve(4u << 20);
+  for (int i = 1; i < 1900000; ++i)
+    flat += ",0";
+  flat += "]\n";
+  for (int i = 0; i < 20; ++i) {
+    std::string name = "f" + std::to_string(i) + ".yaml";
+    f.put("Definitions/" + name, flat + "# " + std::to_string(i) + "\n");  // not shared
+    imports += "  - " + name + "\n";
+  }
+  f.put("TOSCA-Metadata/TOSCA.meta", kMeta);
+  f.put("Definitions/top.yaml", std::string(kTop) + "imports:\n" + imports);
+  Timed r = timed_load(f.root().string());
+  INFO(r.text().substr(0, 3000));
+  CHECK(r.seconds < kGuardSeconds);
+  REQUIRE(r.count("T0004") > 0);
+  CHECK(r.text().find("the package's YAML files expand to more than 2000000 nodes in all") !=
+        std::string::npos);
+}
+
+TEST_CASE("the YAML byte budget holds for the package, not for each file",
+          "[tosca][hostile][budget]") {
+  Folder f;
+  std::string imports;
+  std::string padded = "tosca_definitions_version: tosca_simple_yaml_1_2\n";
+  while (padded.size() < 300000)
+    padded += "# padding padding padding padding padding padding padding padding\n";
+  for (int i = 0; i < 5; ++i) {
+    std::string name = "f" + std::to_string(i) + ".yaml";
+    f.put("Definitions/" + name, padded + "# " + std::to_string(i) + "\n");
+    imports += "  - " + name + "\n";
+  }
+  f.put("TOSCA-Metadata/TOSCA.meta", kMeta);
+  f.put("Definitions/top.yaml", std::string(kTop) + "imports:\n" + imports);
+  tosca::LoadOptions o;
+  o.limits.max_text_bytes = 1u << 20;  // each file is under it, the five are not
+  Timed r = timed_load(f.root().string(), o);
+  INFO(r.text());
+  CHECK(r.count("C0008") == 2);
+  CHECK(r.text().find("the package's YAML files hold more than 1048576 bytes in all") !=
+        std::string::npos);
+}
+
+TEST_CASE("100,000 absent manifest files print a bounded number of lines",
+          "[tosca][hostile][budget]") {
+  Folder f;
+  f.put("TOSCA-Metadata/TOSCA.meta", kManifestMeta);
+  f.put("Definitions/top.yaml", kTop);
+  std::string mf = kManifestHead;
+  mf += "Source: Definitions/top.yaml\nAlgorithm: SHA-256\nHash: " +
+        base::digest_hex(base::DigestAlgorithm::kSha256, kTop) + "\n\n";
+  std::string zero(64, '0');
+  for (int i = 0; i < 100000; ++i)
+    mf += "Source: Files/absent-" + std::to_string(i) + ".bin\nAlgorithm: SHA-256\nHash: " + zero +
+          "\n\n";
+  f.put("top.mf", mf);
+  Timed r = timed_load(f.root().string());
+  CHECK(r.seconds < kGuardSeconds);
+  CHECK(r.count("C0015") == 51);
+  CHECK(r.text().find("\u2026 and 99950 more like this (the first 50 are shown) [C0015]") !=
+        std::string::npos);
+  CHECK(r.lines() < 100);
+}
+
+namespace {
+
+// t/pkg with TOSCA-Metadata/TOSCA.meta (`meta`), Definitions/top.yaml and an empty Other/.
+fs::path folder_package(const TempDir& t, const std::string& meta) {
+  fs::path pkg = t.path / "pkg";
+  fs::create_directories(pkg / "TOSCA-Metadata");
+  fs::create_directories(pkg / "Definitions");
+  fs::create_directories(pkg / "Other");
+  std::ofstream(pkg / "TOSCA-Metadata/TOSCA.meta") << meta;
+  std::ofstream(pkg / "Definitions/top.yaml") << kTop;
+  return pkg;
+}
+
+}  // namespace
+
+TEST_CASE("a chain of links that stays inside a folder package is followed", "[tosca][hostile]") {
+  TempDir t;
+  fs::path pkg = folder_package(t,
+                                "TOSCA-Meta-File-Version: 1.0\nCSAR-Version: 1.1\nCreated-By: t\n"
+                                "Entry-Definitions: Definitions/entry.yaml\n");
+  // entry.yaml -> ../Other/hop.yaml -> ../Definitions/top.yaml, and a folder link
+  fs::create_symlink("../Other/hop.yaml", pkg / "Definitions/entry.yaml");
+  fs::create_symlink("../Definitions/top.yaml", pkg / "Other/hop.yaml");
+  fs::create_symlink("Other", pkg / "Linked");
+  fs::create_symlink("Linked/hop.yaml", pkg / "Definitions/../again.yaml");
+  auto d = load(pkg.string());
+  std::string all;
+  for (const auto& x : d.items())
+    all += base::to_string(x) + "\n";
+  INFO(all);
+  CHECK_FALSE(has(d, "C0004"));
+  CHECK_FALSE(has(d, "C0012"));
+}
+
+TEST_CASE("a link loop is named a loop; a link inside a linked folder is checked too",
+          "[tosca][hostile]") {
+  TempDir t;
+  fs::path pkg = folder_package(t, kMeta);
+  fs::create_symlink("b.yaml", pkg / "Definitions/a.yaml");
+  fs::create_symlink("a.yaml", pkg / "Definitions/b.yaml");
+  fs::create_symlink("/etc/hostname", pkg / "Other/out");
+  fs::create_symlink("Other", pkg / "Linked");
+  auto d = load(pkg.string());
+  std::string all;
+  for (const auto& x : d.items())
+    all += base::to_string(x) + "\n";
+  INFO(all);
+  CHECK(all.find("pkg/Definitions/a.yaml: error: symbolic links loop") != std::string::npos);
+  CHECK(all.find("pkg/Definitions/a.yaml: error: symbolic link points outside") ==
+        std::string::npos);
+  CHECK(all.find("pkg/Linked/out: error: symbolic link points outside the package") !=
+        std::string::npos);
 }

@@ -1,6 +1,7 @@
 // Loader behaviour on small in-memory packages.
 #include "tosca/internal/loader.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -370,4 +371,88 @@ TEST_CASE("a CSAR made by zipping the package folder gets a hint", "[tosca][meta
   Loaded l = load(f);
   CHECK(l.has("C0013"));
   CHECK(l.text().find("archive the folder's contents, not the folder itself") != std::string::npos);
+}
+
+TEST_CASE("a TOSCA.meta of garbage says what is wrong, not that it is empty", "[tosca][meta]") {
+  Files f = good_package();
+  f["TOSCA-Metadata/TOSCA.meta"] = "\n<html>\n  <body>not a meta file</body>\n</html>\n";
+  Loaded l = load(f);
+  INFO(l.text());
+  CHECK(l.text().find("is empty") == std::string::npos);
+  CHECK(l.text().find("t.csar!TOSCA-Metadata/TOSCA.meta:2:1: error: TOSCA.meta holds no \"Key: "
+                      "value\" line: 3 lines of something else, the first at line 2 [C0010]") !=
+        std::string::npos);
+  Files empty = good_package();
+  empty["TOSCA-Metadata/TOSCA.meta"] = "\n\n";
+  CHECK(load(empty).text().find("TOSCA.meta is empty") != std::string::npos);
+}
+
+TEST_CASE("bytes from the package reach a human's screen escaped", "[tosca][meta][hostile]") {
+  Files f = good_package();
+  f["TOSCA-Metadata/TOSCA.meta"] =
+      std::string(
+          "TOSCA-Meta-File-Version: 1.0\nCSAR-Version: 1.1\nCreated-By: t\n"
+          "Entry-Definitions: Definitions/top.yaml\nX-\x1b]0;owned\x07: v\n"
+          "ETSI-Entry-Manifest: top.mf\n\nName: Files/\x1b[2Jred") +
+      '\0' + ".bin\r\nContent-Type: x\n";
+  f["top.mf"] = "metadata:\n  vnf_provider_id: t\n";
+  f["Files/x\nt.csar!fake.yaml:1:1: error: all good [T0000]"] = "x";
+  f["Definitions/types.yaml"] = replace(f["Definitions/types.yaml"], "tosca.nodes.nfv.VNF",
+                                        "tosca.nodes.\x1b[31mVNF\xc2\x9b");
+  Loaded l = load(f);
+  std::string text = l.text();
+  INFO(text);
+  REQUIRE(l.diags.size() >= 4);
+  for (unsigned char c : text)
+    CHECK((c >= 0x20 || c == '\n'));  // no ESC, NUL, BEL, CR
+  // One line per diagnostic and per note: a name cannot fake a line of its own.
+  size_t expected_lines = 0;
+  for (const auto& d : l.diags.sorted())
+    expected_lines += 1 + d.notes.size();
+  CHECK(static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) == expected_lines);
+  CHECK(text.find("Files/\\x1b[2Jred\\x00.bin") != std::string::npos);
+  CHECK(text.find("X-\\x1b]0;owned\\x07") != std::string::npos);
+  CHECK(text.find("Files/x\\nt.csar!fake.yaml") != std::string::npos);
+  CHECK(text.find("tosca.nodes.\\x1b[31mVNF\\u009b") != std::string::npos);
+}
+
+namespace {
+
+// A source that counts how often each file is digested.
+class CountingSource : public tosca::internal::FileSource {
+ public:
+  explicit CountingSource(Files files)
+      : inner_(tosca::internal::open_memory("t.csar", std::move(files))) {
+    files_ = inner_->files();
+    set_display("t.csar", "t.csar!", true);
+  }
+  base::Result<std::string> read(std::string_view path, uint64_t max_bytes) override {
+    return inner_->read(path, max_bytes);
+  }
+  base::Result<std::string> digest(std::string_view path, base::DigestAlgorithm a) override {
+    ++digests[std::string(path)];
+    return inner_->digest(path, a);
+  }
+  base::Result<std::string> package_digest() override { return inner_->package_digest(); }
+  std::map<std::string, int> digests;
+
+ private:
+  std::unique_ptr<tosca::internal::FileSource> inner_;
+};
+
+}  // namespace
+
+TEST_CASE("a file listed in TOSCA.meta and in the manifest is hashed once", "[tosca][meta]") {
+  std::string image(1u << 16, 'i');
+  std::string hash = base::digest_hex(base::DigestAlgorithm::kSha256, image);
+  std::vector<tosca::MetaFileEntry> meta = {{"Files/image.img", "", "SHA-256", hash, {}}};
+  std::vector<tosca::MetaFileEntry> manifest = {{"Files/image.img", "", "SHA-256", hash, {}},
+                                                {"Files/image.img", "", "SHA-256", hash, {}}};
+  CountingSource src({{"Files/image.img", image}});
+  base::Diagnostics d;
+  tosca::internal::verify_listed_files(src, meta, "TOSCA.meta", true, d);
+  tosca::internal::verify_listed_files(src, manifest, "the manifest", true, d);
+  CHECK(src.digests["Files/image.img"] == 1);
+  REQUIRE(d.size() == 1);  // the repeated manifest entry
+  CHECK(d.items()[0].code == "C0014");
 }
