@@ -11,6 +11,7 @@ packages=(
   libboost1.81-dev libyaml-cpp-dev libzip-dev zip unzip libssh-dev
   libsqlitecpp-dev libsqlite3-dev libspdlog-dev libfmt-dev catch2 libssl-dev
   clang-format-14 procps util-linux openssl
+  curl python3-jsonschema  # tests/api: the REST API's client and ETSI's response schemas
 )
 for flag in "$@"; do
   case $flag in
