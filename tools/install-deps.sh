@@ -11,7 +11,9 @@ packages=(
   libboost1.81-dev libyaml-cpp-dev libzip-dev zip unzip libssh-dev
   libsqlitecpp-dev libsqlite3-dev libspdlog-dev libfmt-dev catch2 libssl-dev
   clang-format-14 procps util-linux openssl
-  curl python3-jsonschema  # tests/api: the REST API's client and ETSI's response schemas
+  # tests/api: clients of the REST API (curl; python-tackerclient's openstack vnflcm ...) and
+  # ETSI's response schemas checked with python3-jsonschema
+  curl python3-jsonschema python3-openstackclient python3-tackerclient
 )
 for flag in "$@"; do
   case $flag in

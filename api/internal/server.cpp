@@ -259,6 +259,13 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec)
       return fail(ec);
     auto& req = parser_->get();
+    // Credentials before the body: nobody unauthenticated makes the server read (and hold)
+    // up to the package limit. The body is not read, so the connection closes.
+    if (!authorized(req))
+      return send(
+          internal::problem_response(
+              401, "Unauthorized", "missing or wrong credentials (X-Auth-Token, Bearer or Basic)"),
+          false);
     std::string_view target = req.target();
     bool package = req.method() == http::verb::put && target.size() > 16 &&
                    target.substr(target.size() - 16) == "/package_content";
@@ -294,30 +301,27 @@ class Session : public std::enable_shared_from_this<Session> {
          false);
   }
 
+  static std::string_view header(const http::request<http::string_body>& req,
+                                 std::string_view name) {
+    auto it = req.find(name);
+    return it == req.end() ? std::string_view() : std::string_view(it->value());
+  }
+
+  bool authorized(const http::request<http::string_body>& req) const {
+    return srv_.opt.auth == AuthMode::kNone ||
+           srv_.auth.allows(header(req, "X-Auth-Token"), header(req, "Authorization"));
+  }
+
   void handle() {
     auto& req = parser_->get();
-    auto header = [&](http::field f) {
-      auto it = req.find(f);
-      return it == req.end() ? std::string_view() : std::string_view(it->value());
-    };
-    auto custom = [&](std::string_view name) {
-      auto it = req.find(name);
-      return it == req.end() ? std::string_view() : std::string_view(it->value());
-    };
     bool keep = req.keep_alive();
-    if (srv_.opt.auth == AuthMode::kStatic &&
-        !srv_.auth.allows(custom("X-Auth-Token"), header(http::field::authorization))) {
-      internal::HttpResponse r = internal::problem_response(
-          401, "Unauthorized", "missing or wrong credentials (X-Auth-Token, Bearer or Basic)");
-      return send(std::move(r), keep);
-    }
     internal::HttpRequest in;
     in.method = std::string(req.method_string());
     in.target = std::string(req.target());
-    in.content_type = std::string(header(http::field::content_type));
+    in.content_type = std::string(header(req, "Content-Type"));
     in.body = std::move(req.body());
     in.base_url = srv_.base_url;
-    std::string_view host = header(http::field::host);
+    std::string_view host = header(req, "Host");
     bool host_ok = !host.empty() && host.size() <= 255;
     for (char c : host) {
       host_ok = host_ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == ':' ||

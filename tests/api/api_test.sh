@@ -290,6 +290,56 @@ EOF
 after=$("$v" instance list --json | md5sum)$("$v" op list --json | md5sum)
 check "the bad requests changed nothing" test "$before" = "$after"
 
+# An unauthenticated request is refused after its header: a 60 MB Content-Length is not read.
+check "401 before an unauthenticated body is read" /usr/bin/python3 - "$port" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(b"PUT /vnfpkgm/v1/vnf_packages/x/package_content HTTP/1.1\r\nHost: h\r\n"
+          b"Content-Type: application/zip\r\nContent-Length: 60000000\r\n\r\n")
+answer = s.recv(4096).decode("latin-1")
+sys.exit(0 if answer.startswith("HTTP/1.1 401") else 1)
+PY
+
+# --- python-tackerclient from Debian, unmodified (openstack vnflcm / vnf package)
+command -v openstack >/dev/null && /usr/bin/python3 -c 'import tackerclient' 2>/dev/null ||
+  die "Debian's python3-openstackclient and python3-tackerclient are missing (tools/install-deps.sh)"
+osc() {  # a clean environment: no caller OS_* variables, no clouds.yaml
+  env -i PATH="$PATH" HOME="$T_DIR" OS_AUTH_TYPE=admin_token OS_TOKEN="$token" OS_ENDPOINT="$ep" \
+    timeout 60 openstack "$@"
+}
+check "openstack vnflcm list" osc vnflcm list -f value -c ID
+has "... lists the instance made over HTTP" "$T_DIR/check.out" -x "$inst"
+check "openstack vnflcm show" osc vnflcm show "$inst" -f value -c 'Instantiation State'
+has "... INSTANTIATED" "$T_DIR/check.out" -x INSTANTIATED
+check "openstack vnflcm create" osc vnflcm create "$vnfd" --name osc-1 --description by-osc -f value -c ID
+inst3=$(cat "$T_DIR/check.out")
+req GET "/vnflcm/v1/vnf_instances/$inst3"
+check "... a new instance, NOT_INSTANTIATED" test "$(field 'd["vnfInstanceName"] + " " + d["instantiationState"]')" = "osc-1 NOT_INSTANTIATED"
+check "openstack vnflcm instantiate" osc vnflcm instantiate "$inst3" "$T_DIR/inst.json"
+has "... accepted" "$T_DIR/check.out" "Instantiate request for VNF Instance $inst3 has been accepted."
+inst3_done() {
+  req GET "/vnflcm/v1/vnf_lcm_op_occs?filter=(eq,vnfInstanceId,$inst3);(eq,operationState,COMPLETED)"
+  [[ $(field 'len(d)') == 1 ]]
+}
+check "... the daemon completes it" wait_until 60 inst3_done
+op3=$(field 'd[0]["id"]')
+check "openstack vnflcm op list --filter" osc vnflcm op list --filter "(eq,vnfInstanceId,$inst3)" -f value -c 'Operation State' -c Operation
+has "... COMPLETED INSTANTIATE" "$T_DIR/check.out" -x "COMPLETED INSTANTIATE"
+check "openstack vnflcm op show" osc vnflcm op show "$op3" -f value -c 'VNF Instance ID'
+has "... of the instance" "$T_DIR/check.out" -x "$inst3"
+check_exit "openstack vnflcm instantiate of an INSTANTIATED instance fails" 1 osc vnflcm instantiate "$inst3" "$T_DIR/inst.json"
+has "... with the engine's reason" "$T_ERR" "is already INSTANTIATED"
+check_exit "openstack vnflcm op fail of a COMPLETED operation fails" 1 osc vnflcm op fail "$op3"
+has "... saying it needs FAILED_TEMP" "$T_ERR" "FAILED_TEMP"
+check "openstack vnf package list" osc vnf package list -f value -c Id -c 'Onboarding State'
+has "... the package, ONBOARDED" "$T_DIR/check.out" -x "$pkg ONBOARDED"
+check "openstack vnf package show" osc vnf package show "$pkg" -f value -c 'Usage State'
+has "... IN_USE" "$T_DIR/check.out" -x IN_USE
+check "openstack with http_basic credentials" env -i PATH="$PATH" HOME="$T_DIR" OS_AUTH_TYPE=http_basic \
+  OS_USERNAME=alice OS_PASSWORD=pa:ss OS_ENDPOINT="$ep" timeout 60 openstack vnflcm list -f value -c ID
+check_exit "openstack with a wrong token fails" 1 env -i PATH="$PATH" HOME="$T_DIR" \
+  OS_AUTH_TYPE=admin_token OS_TOKEN=wrong OS_ENDPOINT="$ep" timeout 60 openstack vnflcm list
+
 # The daemon still serves, then drains on SIGTERM.
 req GET /vnflcm/v1/api_versions
 is_code "still serving after the bad requests" 200
