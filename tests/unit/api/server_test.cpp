@@ -1,0 +1,154 @@
+// The server on a real socket (127.0.0.1, a port the kernel picks): a slow request is cut at
+// the request timeout, connections over the cap get 503, options are checked before binding,
+// the credentials file is parsed and refused when others may read it.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <boost/asio.hpp>
+#include <catch2/catch.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+
+#include "api/api.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+struct TempDir {
+  fs::path dir;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "vnflow-api-server-XXXXXX").string();
+    dir = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+// Everything the server sends until it closes (or 10 s pass).
+std::string read_all(tcp::socket& s) {
+  std::string out;
+  char buf[4096];
+  boost::system::error_code ec;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    size_t n = s.read_some(net::buffer(buf), ec);
+    if (ec)
+      break;
+    out.append(buf, n);
+  }
+  return out;
+}
+
+TEST_CASE("a request not read within the timeout is cut; connections over the cap get 503",
+          "[api][server]") {
+  TempDir t;
+  auto store = engine::open_database((t.dir / "vnflow.db").string());
+  REQUIRE(store.ok());
+  api::ServerOptions o;
+  o.port = 0;
+  o.auth = api::AuthMode::kNone;
+  o.request_timeout = std::chrono::seconds(1);
+  o.max_connections = 2;
+  api::Server server(*store.value(), o);
+  REQUIRE(server.start().ok());
+  REQUIRE(server.port() != 0);
+  net::io_context io;
+  tcp::endpoint ep(net::ip::make_address("127.0.0.1"), server.port());
+
+  // Half a request line, then silence: closed after about a second, nothing answered.
+  tcp::socket slow(io);
+  slow.connect(ep);
+  net::write(slow, net::buffer(std::string("GET /vnflcm/v1/api_ver")));
+  auto t0 = std::chrono::steady_clock::now();
+  std::string got = read_all(slow);
+  auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(got.empty());
+  CHECK(secs >= 0.5);
+  CHECK(secs < 5);
+
+  // Two idle connections fill the cap; the third is answered 503 and closed.
+  tcp::socket a(io), b(io), c(io);
+  a.connect(ep);
+  b.connect(ep);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  c.connect(ep);
+  std::string third = read_all(c);
+  CHECK(third.rfind("HTTP/1.1 503", 0) == 0);
+  CHECK(third.find("application/problem+json") != std::string::npos);
+  a.close();
+  b.close();
+
+  // A well-formed request on a fresh connection is served.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  tcp::socket d(io);
+  d.connect(ep);
+  net::write(d,
+             net::buffer(std::string(
+                 "GET /vnflcm/v1/api_versions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")));
+  std::string ok = read_all(d);
+  CHECK(ok.rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(ok.find("\"uriPrefix\":\"/vnflcm/v1\"") != std::string::npos);
+  server.stop();
+}
+
+TEST_CASE("options are checked before anything listens", "[api][server]") {
+  api::ServerOptions o;
+  CHECK(api::parse_listen("127.0.0.1:9890", o).ok());
+  CHECK(o.address == "127.0.0.1");
+  CHECK(o.port == 9890);
+  CHECK(api::parse_listen("19890", o).ok());
+  CHECK(o.port == 19890);
+  CHECK(api::parse_listen("[::1]:8080", o).ok());
+  CHECK(o.address == "::1");
+  for (const char* bad : {"", ":", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536", "host:80",
+                          "127.0.0.1:8o", "1.2.3.4.5:80", "127.0.0.1:123456"}) {
+    INFO(bad);
+    CHECK_FALSE(api::parse_listen(bad, o).ok());
+  }
+  api::ServerOptions none;
+  none.auth = api::AuthMode::kNone;
+  none.address = "0.0.0.0";
+  CHECK_FALSE(api::check_options(none).ok());
+  none.address = "127.0.0.2";
+  CHECK(api::check_options(none).ok());
+  api::ServerOptions no_creds;
+  CHECK_FALSE(api::check_options(no_creds).ok());
+  CHECK(api::is_loopback("::1"));
+  CHECK_FALSE(api::is_loopback("10.0.0.1"));
+}
+
+TEST_CASE("the credentials file", "[api][server]") {
+  TempDir t;
+  auto write = [&](const std::string& text, mode_t mode) {
+    std::string p = (t.dir / "auth").string();
+    std::ofstream(p, std::ios::trunc) << text;
+    ::chmod(p.c_str(), mode);
+    return p;
+  };
+  auto c = api::load_auth_file(write("# c\n\ntoken abc\nbasic u:p:w\n  token  spaced\n", 0600));
+  REQUIRE(c.ok());
+  CHECK(c.value().tokens == std::vector<std::string>{"abc", " spaced"});
+  REQUIRE(c.value().basic.size() == 1);
+  CHECK(c.value().basic[0] == std::pair<std::string, std::string>{"u", "p:w"});
+  auto open = api::load_auth_file(write("token abc\n", 0640));
+  REQUIRE_FALSE(open.ok());
+  CHECK(open.status().message().find("chmod 600") != std::string::npos);
+  auto bad = api::load_auth_file(write("token abc\npassword x\n", 0600));
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find(":2: ") != std::string::npos);
+  CHECK_FALSE(api::load_auth_file(write("# nothing\n", 0600)).ok());
+  CHECK_FALSE(api::load_auth_file(write("basic nocolon\n", 0600)).ok());
+  CHECK_FALSE(api::load_auth_file((t.dir / "missing").string()).ok());
+}
+
+}  // namespace
