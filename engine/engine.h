@@ -216,6 +216,17 @@ class Store {
 
 // Opens (creating if needed) the SQLite database at `path` (WAL, synchronous=FULL).
 base::Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& path);
+// Opens (creating the schema if needed) the PostgreSQL database at `url` (postgresql://...
+// or postgres://..., libpq's URL; its search_path chooses the schema). Secrets are sealed
+// with the key file at `key_path` (created when the database has sealed nothing yet), which
+// every process sharing the database must be given. With `daemon_lock`, the store holds the
+// database's daemon lock while open: refused when another daemon holds it.
+base::Result<std::unique_ptr<Store>> open_postgres_store(const std::string& url,
+                                                         const std::string& key_path,
+                                                         bool daemon_lock = false);
+bool is_postgres_url(std::string_view db);
+// A database as it may be shown or logged: a path as is, a URL without its password.
+std::string display_db(std::string_view db);
 
 // ---------------------------------------------------------------------------------------
 // Engine (the executor)

@@ -9,7 +9,7 @@ set -euo pipefail
 packages=(
   meson ninja-build pkgconf g++ clang libclang-rt-14-dev
   libboost1.81-dev libyaml-cpp-dev libzip-dev zip unzip libssh-dev
-  libsqlitecpp-dev libsqlite3-dev libspdlog-dev libfmt-dev catch2 libssl-dev
+  libsqlitecpp-dev libsqlite3-dev libpq-dev postgresql-15 libspdlog-dev libfmt-dev catch2 libssl-dev
   clang-format-14 procps util-linux openssl
   # tests/api: clients of the REST API (curl; python-tackerclient's openstack vnflcm ...) and
   # ETSI's response schemas checked with python3-jsonschema

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -94,16 +95,48 @@ std::string lock_path(const std::string& path) {
   return ec ? path : real;
 }
 
+// A key file, when it exists, belongs to this user and is private.
+base::Status check_key_file(const std::string& key) {
+  uid_t me = ::geteuid();
+  struct stat st;
+  if (::stat(key.c_str(), &st) == 0) {
+    if (st.st_uid != me)
+      return base::Status::PermissionDenied("the key file \"" + key + "\" belongs to " +
+                                            who(st.st_uid) + ", not to " + who(me) +
+                                            "; refusing it");
+    if ((st.st_mode & 077) != 0)
+      return base::Status::PermissionDenied("the key file \"" + key + "\" has mode " +
+                                            octal(st.st_mode) +
+                                            ": others could read or change it; refusing it");
+  }
+  return base::Status::Ok();
+}
+
+// The key of a PostgreSQL database is shared by configuration: every daemon and CLI on it
+// is given the same file ($VNFLOW_DB_KEY, else ~/.local/share/vnflow/postgres.key).
+std::string postgres_key_path() {
+  if (const char* k = std::getenv("VNFLOW_DB_KEY"); k != nullptr && *k != '\0')
+    return k;
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr && *home != '\0' ? home : ".") +
+         "/.local/share/vnflow/postgres.key";
+}
+
 }  // namespace
 
 base::Status check_database(const std::string& path) {
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  // The folder of the file (SQLite), or of the key file (PostgreSQL, whose database's own
+  // access rules are PostgreSQL's).
+  bool pg = is_postgres_url(path);
+  std::filesystem::path dir = std::filesystem::path(pg ? postgres_key_path() : path).parent_path();
   if (dir.empty())
     dir = ".";
   if (base::Status s = make_dirs(dir); !s.ok())
     return s;
   if (base::Status s = check_folder(dir); !s.ok())
     return s;
+  if (pg)
+    return check_key_file(postgres_key_path());
   uid_t me = ::geteuid();
   struct stat st;
   if (::stat(path.c_str(), &st) == 0) {
@@ -132,23 +165,14 @@ base::Status check_database(const std::string& path) {
     real = path;
   else if (base::Status s = check_folder(real.parent_path()); !s.ok())
     return s;
-  std::string key = real.string() + ".key";
-  if (::stat(key.c_str(), &st) == 0) {
-    if (st.st_uid != me)
-      return base::Status::PermissionDenied("the key file \"" + key + "\" belongs to " +
-                                            who(st.st_uid) + ", not to " + who(me) +
-                                            "; refusing it");
-    if ((st.st_mode & 077) != 0)
-      return base::Status::PermissionDenied("the key file \"" + key + "\" has mode " +
-                                            octal(st.st_mode) +
-                                            ": others could read or change it; refusing it");
-  }
-  return base::Status::Ok();
+  return check_key_file(real.string() + ".key");
 }
 
 base::Result<std::unique_ptr<Store>> open_database(const std::string& path) {
   if (base::Status s = check_database(path); !s.ok())
     return s;
+  if (is_postgres_url(path))
+    return open_postgres_store(path, postgres_key_path());
   return open_sqlite_store(path);
 }
 
@@ -172,6 +196,16 @@ base::Status check_hook_user(std::string_view user, std::string_view subject) {
 base::Status rotate_database_key(const std::string& path) {
   if (base::Status s = check_database(path); !s.ok())
     return s;
+  if (is_postgres_url(path)) {
+    // Holding the daemon lock: refused while a daemon runs on the database.
+    auto store = open_postgres_store(path, postgres_key_path(), /*daemon_lock=*/true);
+    if (!store.ok() && store.status().message().find("another daemon") != std::string::npos)
+      return base::Status::FailedPrecondition("a daemon is running on " + display_db(path) +
+                                              "; stop it before rotating the key");
+    if (!store.ok())
+      return store.status();
+    return store.value()->rotate_key();
+  }
   if (::access(path.c_str(), F_OK) != 0)
     return base::Status::NotFound("no database \"" + path + "\"");
   Fd lock;
@@ -271,6 +305,14 @@ struct Daemon::Impl {
     catch_signals();
     if (base::Status s = check_database(opt.db_path); !s.ok())
       return s;
+    if (is_postgres_url(opt.db_path)) {
+      // No file to lock: the store holds the database's daemon lock in its session.
+      auto st = open_postgres_store(opt.db_path, postgres_key_path(), /*daemon_lock=*/true);
+      if (!st.ok())
+        return st.status();
+      store = std::move(st).value();
+      return start_engine(std::filesystem::path(postgres_key_path()).parent_path() / "work");
+    }
     // An existing database is locked before SQLite opens it (a second daemon must not touch
     // it, even through another name with a WAL of its own); a new one once SQLite made it.
     bool existed = ::access(opt.db_path.c_str(), F_OK) == 0;
@@ -286,10 +328,12 @@ struct Daemon::Impl {
       if (base::Status s = lock_database(); !s.ok())
         return s;
     }
-    opt.engine.work_root =
-        !opt.work_dir.empty()
-            ? opt.work_dir
-            : (std::filesystem::path(opt.db_path).parent_path() / "work").string();
+    return start_engine(std::filesystem::path(opt.db_path).parent_path() / "work");
+  }
+
+  // The Engine on the opened store; hooks' work root `default_work` unless one was given.
+  base::Status start_engine(const std::filesystem::path& default_work) {
+    opt.engine.work_root = !opt.work_dir.empty() ? opt.work_dir : default_work.string();
     opt.engine.owner = "daemon-" + std::to_string(::getpid());
     engine = std::make_unique<Engine>(*store, opt.registry, opt.engine);
     // The work root, and no hook of a previous daemon still running (waits up to 30 s).
@@ -320,7 +364,7 @@ base::Status Daemon::start() {
 EngineStats Daemon::run() {
   if (!impl_->engine)
     return {};
-  spdlog::info("vnflow daemon on {} ({} workers, work dir {})", impl_->opt.db_path,
+  spdlog::info("vnflow daemon on {} ({} workers, work dir {})", display_db(impl_->opt.db_path),
                impl_->opt.engine.workers, impl_->opt.engine.work_root);
   impl_->engine->run();
   auto st = impl_->engine->stats();

@@ -1,6 +1,5 @@
-// The SQLite Store (sqlite_store.h): the key file and its check, sealing and opening secret
-// fields and outputs, VIM records, key rotation.
-#include <cstdio>
+// The SQLite Store (sqlite_store.h): the key's check value, VIM records, key rotation. The
+// sealing rules themselves are sealing.h's, shared with every store.
 #include <functional>
 #include <mutex>
 #include <string>
@@ -9,281 +8,34 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <boost/json.hpp>
-#include <unistd.h>
 
-#include "actions/actions.h"
 #include "engine/engine.h"
+#include "engine/internal/sealing.h"
 #include "engine/internal/sqlite_store.h"
 
 namespace engine::internal {
 
-namespace {
-
-constexpr std::string_view kLegacyFieldAad = "vnflow-field";
-constexpr std::string_view kKeyCheckText = "vnflow database key check";
-
-// A cheap test before any parsing: most texts name no secret at all. A text that holds a
-// secret-named field contains that name, so the field-name rule itself, applied to the whole
-// text, is the test (one word list, one letter-case rule: they cannot drift apart).
-bool may_hold_secret(std::string_view t) {
-  return actions::is_secret_name(t);
-}
-
-struct SealWalk {
-  const std::string& key;
-  std::string owner;
-  std::string err;
-  std::vector<std::string> path;
-
-  std::string aad() const {
-    std::string a = owner + "#";
-    for (const auto& p : path)
-      a += "/" + p;
-    return a;
-  }
-
-  bool seal_value(json::value& x) {
-    bool is_str = x.is_string();
-    if (is_str && x.get_string().starts_with(kSealedPrefix))
-      return true;  // sealed already (it opens only where it was sealed)
-    if (is_str && x.get_string().empty())
-      return true;
-    std::string plain = is_str ? std::string(x.get_string()) : json::serialize(x);
-    auto c = base::seal(key, plain, aad());
-    if (!c.ok()) {
-      err = c.status().message();
-      return false;
-    }
-    x = std::string(kSealedPrefix) + (is_str ? "s1:" : "j1:") + c.value();
-    return true;
-  }
-
-  // Seals every secret-named field below `v`.
-  bool seal(json::value& v) {
-    if (v.is_array()) {
-      size_t i = 0;
-      for (auto& x : v.get_array()) {
-        path.push_back(std::to_string(i++));
-        bool ok = seal(x);
-        path.pop_back();
-        if (!ok)
-          return false;
-      }
-      return true;
-    }
-    if (!v.is_object())
-      return true;
-    for (auto& kv : v.get_object()) {
-      path.emplace_back(kv.key());
-      bool ok = !kv.value().is_null() && actions::is_secret_name(kv.key()) ? seal_value(kv.value())
-                                                                           : seal(kv.value());
-      path.pop_back();
-      if (!ok)
-        return false;
-    }
-    return true;
-  }
-
-  // Opens every sealed value below `v`; false (the reason in `err`) when one does not open.
-  // The others are opened all the same.
-  bool open(json::value& v) {
-    bool all = true;
-    if (v.is_string()) {
-      std::string_view sv = v.get_string();
-      if (!sv.starts_with(kSealedPrefix))
-        return true;
-      std::string_view body = sv.substr(kSealedPrefix.size());
-      std::string where = path.empty() ? std::string("a value") : "field \"" + path.back() + "\"";
-      if (body.starts_with("s1:") || body.starts_with("j1:")) {
-        auto plain = base::unseal(key, body.substr(3), aad());
-        if (!plain.ok()) {
-          err = "sealed " + where + " of " + owner +
-                " does not open here: " + plain.status().message();
-          return false;
-        }
-        if (body[0] == 's') {
-          v = plain.value();
-        } else {
-          boost::system::error_code ec;
-          json::value parsed = json::parse(plain.value(), ec);
-          if (ec) {
-            err = "sealed " + where + " of " + owner + " is not JSON";
-            return false;
-          }
-          v = std::move(parsed);
-        }
-        return true;
-      }
-      auto plain = base::unseal(key, body, kLegacyFieldAad);
-      if (!plain.ok()) {
-        err = "sealed " + where + " of " + owner + ": " + plain.status().message();
-        return false;
-      }
-      v = plain.value();
-      return true;
-    }
-    if (v.is_array()) {
-      size_t i = 0;
-      for (auto& x : v.get_array()) {
-        path.push_back(std::to_string(i++));
-        all = open(x) && all;
-        path.pop_back();
-      }
-    } else if (v.is_object()) {
-      for (auto& kv : v.get_object()) {
-        path.emplace_back(kv.key());
-        all = open(kv.value()) && all;
-        path.pop_back();
-      }
-    }
-    return all;
-  }
-};
-
-}  // namespace
-
-// The sealing key, checked (or created for a new database) by init().
-base::Result<std::string> SqliteStore::key() {
-  std::lock_guard<std::mutex> l(kmu_);
-  if (key_.empty())
-    return base::Status::FailedPrecondition("no sealing key for " + key_path_);
-  return key_;
-}
-
-// Called inside init's transaction. A database that has sealed anything records a check
-// value sealed with its key: from then on the key file must be there and must open it;
-// vnflow never makes a new key for such a database (a hook would otherwise receive
-// sealed text as a password, and every secret would be lost).
+// Called inside init's transaction (Sealer::settle decides).
 base::Status SqliteStore::check_key() {
   SQLite::Statement q(w_, "SELECT value FROM meta WHERE key = 'key_check'");
   std::string check;
   if (q.executeStep())
     check = q.getColumn(0).getString();
   q.reset();
-  bool key_exists = ::access(key_path_.c_str(), F_OK) == 0;
-  if (!key_exists && (!check.empty() || has_sealed_data()))
-    return base::Status::FailedPrecondition(
-        "the database holds sealed secrets but its key file " + key_path_ +
-        " is missing; restore it (vnflow does not make a new key for a database with "
-        "sealed data)");
-  auto k = base::load_or_create_key(key_path_);
-  if (!k.ok())
-    return k.status();
-  std::string next_path = key_path_ + ".new";
-  bool next_exists = ::access(next_path.c_str(), F_OK) == 0;
-  if (!check.empty()) {
-    auto plain = base::unseal(k.value(), check, kKeyCheckText);
-    if (!plain.ok() && next_exists) {
-      // A rotation committed but did not rename its key into place: finish it.
-      auto next = base::load_or_create_key(next_path);
-      if (next.ok() && base::unseal(next.value(), check, kKeyCheckText).ok() &&
-          ::rename(next_path.c_str(), key_path_.c_str()) == 0) {
-        k = next;
-        plain = base::unseal(k.value(), check, kKeyCheckText);
-        next_exists = false;
-      }
-    }
-    if (!plain.ok() || plain.value() != kKeyCheckText)
-      return base::Status::PermissionDenied(
-          "the key file " + key_path_ +
-          " does not open this database's secrets (the key of another database?)");
-    if (next_exists)
-      ::unlink(next_path.c_str());  // a rotation that never committed
-  } else {
-    auto c = base::seal(k.value(), kKeyCheckText, kKeyCheckText);
-    if (!c.ok())
-      return c.status();
+  auto settled = sealer_.settle(check, [&] { return has_sealed_data(); });
+  if (!settled.ok())
+    return settled.status();
+  if (!settled.value().empty()) {
     SQLite::Statement ins(w_, "INSERT INTO meta(key, value) VALUES('key_check', ?)");
-    ins.bind(1, c.value());
+    ins.bind(1, settled.value());
     ins.exec();
   }
-  std::lock_guard<std::mutex> l(kmu_);
-  key_ = k.value();
   return base::Status::Ok();
 }
 
 bool SqliteStore::has_sealed_data() {
-  SQLite::Statement q(
-      w_,
-      "SELECT EXISTS(SELECT 1 FROM vims) OR"
-      " EXISTS(SELECT 1 FROM ops WHERE instr(request, 'vnflow-sealed:') > 0"
-      "        OR instr(cursor, 'vnflow-sealed:') > 0) OR"
-      " EXISTS(SELECT 1 FROM instances WHERE instr(record, 'vnflow-sealed:') > 0) OR"
-      " EXISTS(SELECT 1 FROM outputs WHERE instr(value, 'vnflow-sealed:') > 0)");
+  SQLite::Statement q(w_, has_sealed_sql());
   return q.executeStep() && q.getColumn(0).getInt() != 0;
-}
-
-// JSON text as stored: secret fields sealed, bound to `owner`. Throws (the write fails)
-// when sealing is impossible, rather than storing a secret in clear.
-std::string SqliteStore::sealed_text(const std::string& text, const std::string& owner) {
-  if (!may_hold_secret(text))
-    return text;
-  boost::system::error_code ec;
-  json::value v = json::parse(text, ec);
-  if (ec)
-    return text;
-  auto k = key();
-  if (!k.ok())
-    throw std::runtime_error("cannot seal a secret field: " + k.status().message());
-  SealWalk w{k.value(), owner, {}, {}};
-  if (!w.seal(v))
-    throw std::runtime_error("cannot seal a secret field: " + w.err);
-  return json::serialize(v);
-}
-
-std::string SqliteStore::sealed_text(const json::value& v, const std::string& owner) {
-  return sealed_text(json::serialize(v), owner);
-}
-
-// A whole value sealed (a secret output): "vnflow-sealed:j1:..." as the column's text.
-std::string SqliteStore::sealed_whole(const std::string& json_text, const std::string& owner) {
-  auto k = key();
-  if (!k.ok())
-    throw std::runtime_error("cannot seal a secret output: " + k.status().message());
-  auto c = base::seal(k.value(), json_text, owner + "#");
-  if (!c.ok())
-    throw std::runtime_error("cannot seal a secret output: " + c.status().message());
-  return std::string(kSealedPrefix) + "j1:" + c.value();
-}
-
-bool SqliteStore::has_sealed(const json::value& v) {
-  if (v.is_string())
-    return v.get_string().starts_with(kSealedPrefix);
-  if (v.is_array()) {
-    for (const auto& x : v.get_array()) {
-      if (has_sealed(x))
-        return true;
-    }
-  } else if (v.is_object()) {
-    for (const auto& kv : v.get_object()) {
-      if (has_sealed(kv.value()))
-        return true;
-    }
-  }
-  return false;
-}
-
-// Opens the sealed values of a value read back. One that does not open (a value moved
-// from another record, a wrong key) stays sealed: the executor refuses to use it.
-void SqliteStore::open_fields(json::value& v, const std::string& owner) {
-  if (!has_sealed(v))
-    return;
-  auto k = key();
-  if (!k.ok())
-    return;
-  SealWalk w{k.value(), owner, {}, {}};
-  w.open(v);
-}
-
-OpRecord SqliteStore::opened(OpRecord r) {
-  open_fields(r.request, "op/" + r.id + "/request");
-  open_fields(r.cursor, "op/" + r.id + "/cursor");
-  return r;
-}
-
-InstanceRecord SqliteStore::opened(InstanceRecord r) {
-  open_fields(r.record, "instance/" + r.id);
-  return r;
 }
 
 VimRecord SqliteStore::read_vim(SQLite::Statement& q) {
@@ -303,10 +55,7 @@ VimRecord SqliteStore::read_vim(SQLite::Statement& q) {
 }
 
 base::Status SqliteStore::put_vim(const VimRecord& rec) {
-  auto k = key();
-  if (!k.ok())
-    return k.status();
-  auto sealed = base::seal(k.value(), json::serialize(rec.access), rec.id);
+  auto sealed = sealer_.seal_vim(rec.access, rec.id);
   if (!sealed.ok())
     return sealed.status();
   std::lock_guard<std::mutex> lock(wmu_);
@@ -357,15 +106,10 @@ base::Result<VimRecord> SqliteStore::get_vim(std::string_view id, bool with_secr
       return s;
   }
   if (with_secrets) {
-    auto k = key();
-    if (!k.ok())
-      return k.status();
-    auto plain = base::unseal(k.value(), sealed, out.id);
-    if (!plain.ok())
-      return base::Status::PermissionDenied("VIM \"" + out.id + "\": " + plain.status().message());
-    json::value a = parse_or_null(plain.value());
-    if (a.is_object())
-      out.access = a.get_object();
+    auto access = sealer_.open_vim(sealed, out.id);
+    if (!access.ok())
+      return access.status();
+    out.access = std::move(access).value();
   }
   return out;
 }
@@ -398,107 +142,41 @@ base::Status SqliteStore::delete_vim(std::string_view id) {
 }
 
 base::Status SqliteStore::rotate_key() {
-  std::string next_path = key_path_ + ".new";
-  ::unlink(next_path.c_str());
-  auto next = base::load_or_create_key(next_path);
-  if (!next.ok())
-    return next.status();
-  auto old_key = key();
-  if (!old_key.ok())
-    return old_key.status();
-  const std::string& ok = old_key.value();
-  const std::string& nk = next.value();
+  if (base::Status s = sealer_.begin_rotation(); !s.ok())
+    return s;
   std::lock_guard<std::mutex> lock(wmu_);
   base::Status st = guard([&] {
     w_.exec("BEGIN IMMEDIATE");
     try {
-      // JSON texts: every sealed value opened with the old key, sealed with the new one.
-      auto reseal_json = [&](const std::string& text, const std::string& owner,
-                             std::string& out) -> base::Status {
-        if (text.find(kSealedPrefix) == std::string::npos) {
-          out = text;
-          return base::Status::Ok();
-        }
-        if (std::string_view(text).starts_with(kSealedPrefix)) {  // sealed whole
-          auto plain = base::unseal(ok, std::string_view(text).substr(kSealedPrefix.size() + 3),
-                                    owner + "#");
-          if (!plain.ok())
-            return base::Status::FailedPrecondition(owner + " does not open with the key");
-          auto c = base::seal(nk, plain.value(), owner + "#");
-          if (!c.ok())
-            return c.status();
-          out = std::string(kSealedPrefix) + "j1:" + c.value();
-          return base::Status::Ok();
-        }
-        boost::system::error_code ec;
-        json::value v = json::parse(text, ec);
-        if (ec)
-          return base::Status::FailedPrecondition(owner + " is not JSON");
-        SealWalk opener{ok, owner, {}, {}};
-        if (!opener.open(v))
-          return base::Status::FailedPrecondition(opener.err);
-        SealWalk sealer{nk, owner, {}, {}};
-        if (!sealer.seal(v))
-          return base::Status::Internal(sealer.err);
-        out = json::serialize(v);
-        return base::Status::Ok();
-      };
-      struct Column {
-        const char* select;
-        const char* update;
-        std::function<std::string(SQLite::Statement&)> owner;
-      };
-      std::vector<Column> columns = {
-          {"SELECT id, request FROM ops", "UPDATE ops SET request = ?2 WHERE id = ?1",
-           [](SQLite::Statement& q) { return "op/" + text(q, 0) + "/request"; }},
-          {"SELECT id, cursor FROM ops WHERE cursor IS NOT NULL",
-           "UPDATE ops SET cursor = ?2 WHERE id = ?1",
-           [](SQLite::Statement& q) { return "op/" + text(q, 0) + "/cursor"; }},
-          {"SELECT id, record FROM instances", "UPDATE instances SET record = ?2 WHERE id = ?1",
-           [](SQLite::Statement& q) { return "instance/" + text(q, 0); }},
-          {"SELECT op_id || char(31) || state, value FROM outputs",
-           "UPDATE outputs SET value = ?2 WHERE op_id || char(31) || state = ?1",
-           [](SQLite::Statement& q) {
-             std::string k = text(q, 0);
-             size_t sep = k.find('\x1f');
-             return "op/" + k.substr(0, sep) + "/output/" + k.substr(sep + 1);
-           }},
-      };
-      for (const auto& col : columns) {
-        std::vector<std::pair<std::string, std::string>> changed;
-        SQLite::Statement q(w_, col.select);
-        while (q.executeStep()) {
-          std::string t = text(q, 1), out;
-          base::Status rs = reseal_json(t, col.owner(q), out);
-          if (!rs.ok()) {
-            rollback_quietly();
-            return base::Status::FailedPrecondition("cannot rotate the key: " + rs.message());
-          }
-          if (out != t)
-            changed.emplace_back(text(q, 0), std::move(out));
-        }
-        for (const auto& [id, value] : changed) {
-          SQLite::Statement u(w_, col.update);
-          u.bind(1, id);
-          u.bind(2, value);
-          u.exec();
-        }
+      base::Status rs = sealer_.reseal_columns(
+          [](int n) { return "?" + std::to_string(n); },
+          [&](const std::string& sql) {
+            SQLite::Statement q(w_, sql);
+            std::vector<std::pair<std::string, std::string>> rows;
+            while (q.executeStep())
+              rows.emplace_back(text(q, 0), text(q, 1));
+            return rows;
+          },
+          [&](const std::string& sql, const std::string& key, const std::string& value) {
+            SQLite::Statement u(w_, sql);
+            u.bind(1, key);
+            u.bind(2, value);
+            u.exec();
+          });
+      if (!rs.ok()) {
+        rollback_quietly();
+        return rs;
       }
       std::vector<std::pair<std::string, std::string>> vims;
       SQLite::Statement q(w_, "SELECT id, sealed FROM vims");
       while (q.executeStep()) {
-        auto plain = base::unseal(ok, text(q, 1), text(q, 0));
-        if (!plain.ok()) {
+        std::string out;
+        base::Status vs = sealer_.reseal_vim(text(q, 1), text(q, 0), out);
+        if (!vs.ok()) {
           rollback_quietly();
-          return base::Status::FailedPrecondition("cannot rotate the key: VIM " + text(q, 0) +
-                                                  " does not open with the key");
+          return base::Status::FailedPrecondition("cannot rotate the key: " + vs.message());
         }
-        auto c = base::seal(nk, plain.value(), text(q, 0));
-        if (!c.ok()) {
-          rollback_quietly();
-          return c.status();
-        }
-        vims.emplace_back(text(q, 0), c.value());
+        vims.emplace_back(text(q, 0), std::move(out));
       }
       for (const auto& [id, sealed] : vims) {
         SQLite::Statement u(w_, "UPDATE vims SET sealed = ?2 WHERE id = ?1");
@@ -506,7 +184,7 @@ base::Status SqliteStore::rotate_key() {
         u.bind(2, sealed);
         u.exec();
       }
-      auto check = base::seal(nk, kKeyCheckText, kKeyCheckText);
+      auto check = sealer_.next_check();
       if (!check.ok()) {
         rollback_quietly();
         return check.status();
@@ -522,23 +200,16 @@ base::Status SqliteStore::rotate_key() {
     return base::Status::Ok();
   });
   if (!st.ok()) {
-    ::unlink(next_path.c_str());
+    sealer_.abort_rotation();
     return st;
   }
-  // Committed: the new key goes into place (an interruption here is finished at the next
-  // open, which finds the check value opening with the ".new" key).
-  if (::rename(next_path.c_str(), key_path_.c_str()) != 0)
-    return base::Status::Unavailable("the secrets are sealed with the new key, but " + next_path +
-                                     " could not be renamed to " + key_path_ +
-                                     "; the next start does it");
-  std::lock_guard<std::mutex> l(kmu_);
-  key_ = nk;
-  return base::Status::Ok();
+  return sealer_.finish_rotation();
 }
 
 std::vector<std::string> SqliteStore::private_files() const {
-  std::string db = key_path_.substr(0, key_path_.size() - 4);
-  return {db, db + "-wal", db + "-shm", key_path_};
+  const std::string& key = sealer_.key_path();
+  std::string db = key.substr(0, key.size() - 4);
+  return {db, db + "-wal", db + "-shm", key};
 }
 
 }  // namespace engine::internal

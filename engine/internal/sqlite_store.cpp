@@ -86,14 +86,6 @@ InstanceRecord read_instance(SQLite::Statement& st) {
 
 }  // namespace
 
-json::value parse_or_null(const std::string& s) {
-  if (s.empty())
-    return nullptr;
-  boost::system::error_code ec;
-  json::value v = json::parse(s, ec);
-  return ec ? json::value(nullptr) : v;
-}
-
 std::string text(SQLite::Statement& st, int i) {
   auto c = st.getColumn(i);
   return c.isNull() ? std::string() : c.getString();
@@ -102,7 +94,7 @@ std::string text(SQLite::Statement& st, int i) {
 // `path` is the database's resolved path: its key file is named after it, so that an
 // alias (a symbolic or hard link) never gets a key of its own.
 SqliteStore::SqliteStore(const std::string& path)
-    : key_path_(path + ".key"),
+    : sealer_(path + ".key"),
       w_(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX, 10000),
       r_(path, SQLite::OPEN_READWRITE | SQLite::OPEN_FULLMUTEX, 10000) {}
 

@@ -20,6 +20,7 @@
 #include <sqlite3.h>
 
 #include "engine/engine.h"
+#include "engine/internal/sealing.h"
 
 namespace engine::internal {
 
@@ -29,24 +30,8 @@ inline constexpr const char* kOpen =
     "(state = 'STARTING' OR state = 'PROCESSING' OR state = 'FAILED_TEMP' OR state = "
     "'ROLLING_BACK')";
 
-// Secret fields at rest. Requests, instance records, cursors and state outputs are JSON;
-// a field whose name says it holds a secret (actions::is_secret_name: password, token,
-// private_key..., in any letter case) is stored sealed (AES-256-GCM, the database's key
-// file) and opened again when read. The executor and the workflows see plain values; the
-// file never holds them.
-//
-//   "vnflow-sealed:s1:<sealed>"  a string value
-//   "vnflow-sealed:j1:<sealed>"  any other value (a map, a list, a number), as JSON text
-//   "vnflow-sealed:v1:..."       written by vnflow before owners were bound (read only)
-//
-// Each sealed value is bound to its owner and place (the associated data is e.g.
-// "op/<id>/request#/vimConnectionInfo/0/accessInfo/password"): copied into another record
-// or another field, it no longer opens. A value that does not open is left sealed, and the
-// executor never hands a sealed value to an action.
-inline constexpr std::string_view kSealedPrefix = "vnflow-sealed:";
+// Secret fields at rest: sealing.h (the rules every store shares).
 
-// A column's JSON text parsed; null when empty or not JSON.
-json::value parse_or_null(const std::string& s);
 // A column's text; empty when NULL.
 std::string text(SQLite::Statement& st, int i);
 
@@ -113,21 +98,26 @@ class SqliteStore : public Store {
   base::Result<OpRecord> get_op_locked(SQLite::Database& db, std::string_view id);
 
   // sqlite_secrets.cpp
-  base::Result<std::string> key();
   base::Status check_key();
   bool has_sealed_data();
-  std::string sealed_text(const std::string& text, const std::string& owner);
-  std::string sealed_text(const json::value& v, const std::string& owner);
-  std::string sealed_whole(const std::string& json_text, const std::string& owner);
-  static bool has_sealed(const json::value& v);
-  void open_fields(json::value& v, const std::string& owner);
-  OpRecord opened(OpRecord r);
-  InstanceRecord opened(InstanceRecord r);
   VimRecord read_vim(SQLite::Statement& q);
 
-  std::string key_path_;
-  std::mutex kmu_;
-  std::string key_;
+  // sealing.h
+  base::Result<std::string> key() { return sealer_.key(); }
+  std::string sealed_text(const std::string& text, const std::string& owner) {
+    return sealer_.sealed_text(text, owner);
+  }
+  std::string sealed_text(const json::value& v, const std::string& owner) {
+    return sealer_.sealed_text(v, owner);
+  }
+  std::string sealed_whole(const std::string& json_text, const std::string& owner) {
+    return sealer_.sealed_whole(json_text, owner);
+  }
+  void open_fields(json::value& v, const std::string& owner) { sealer_.open_fields(v, owner); }
+  OpRecord opened(OpRecord r) { return sealer_.opened(std::move(r)); }
+  InstanceRecord opened(InstanceRecord r) { return sealer_.opened(std::move(r)); }
+
+  Sealer sealer_;
   std::mutex wmu_, rmu_;
   SQLite::Database w_;
   SQLite::Database r_;

@@ -17,18 +17,26 @@
 #include "engine/engine.h"
 #include "engine/internal/vim_actions.h"
 
+#include "tests/unit/engine/store_param.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
 
+// A database opened as the CLI and the daemon open one (engine::open_database): SQLite, or
+// PostgreSQL (vnflow_test::on_postgres) with its key file given by VNFLOW_DB_KEY.
 struct TempDb {
   fs::path dir;
+  vnflow_test::TestDb tdb;
   std::unique_ptr<engine::Store> store;
   TempDb() {
     std::string tmpl = (fs::temp_directory_path() / "vnflow-commands-test-XXXXXX").string();
     dir = ::mkdtemp(tmpl.data());
-    auto s = engine::open_database((dir / "vnflow.db").string());
+    tdb = vnflow_test::new_test_db(dir);
+    if (vnflow_test::on_postgres())
+      ::setenv("VNFLOW_DB_KEY", tdb.key.c_str(), 1);
+    auto s = engine::open_database(tdb.target);
     REQUIRE(s.ok());
     store = std::move(s).value();
   }
@@ -296,7 +304,7 @@ TEST_CASE("the hook user: an existing user that is not root, for a daemon runnin
 
 TEST_CASE("one daemon per database: a second one is refused, naming the database") {
   TempDb db;
-  std::string path = (db.dir / "vnflow.db").string();
+  std::string path = db.tdb.target;
   db.store.reset();
   engine::DaemonOptions o;
   o.db_path = path;
@@ -315,6 +323,10 @@ TEST_CASE("one daemon per database: a second one is refused, naming the database
 }
 
 TEST_CASE("a database folder others can write is refused before anything is opened") {
+  if (vnflow_test::on_postgres()) {
+    WARN("skipped on PostgreSQL: the database is no file in a folder");
+    return;
+  }
   TempDb db;
   fs::path open_dir = db.dir / "shared";
   fs::create_directory(open_dir);
@@ -327,7 +339,7 @@ TEST_CASE("a database folder others can write is refused before anything is open
 
 TEST_CASE("a daemon drains on its first signal: run() returns, the lock is released") {
   TempDb db;
-  std::string path = (db.dir / "vnflow.db").string();
+  std::string path = db.tdb.target;
   db.store.reset();
   engine::DaemonOptions o;
   o.db_path = path;

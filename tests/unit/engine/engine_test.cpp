@@ -18,6 +18,7 @@
 
 #include "tests/fakes/store_wrapper.h"
 #include "tests/unit/engine/replay_check.h"
+#include "tests/unit/engine/store_param.h"
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
@@ -50,7 +51,7 @@ struct Effects {
   std::map<std::string, std::set<std::string>> keys;  // "op/state[item]" -> keys applied
   std::map<std::string, int> calls;                   // state -> calls
   std::map<std::string, int> fail_first;              // state -> failures to return first
-  std::string fail_class = "transient";
+  base::ErrorClass fail_class = base::ErrorClass::kTransient;
   std::vector<std::string> order;  // states in call order
 };
 
@@ -98,12 +99,13 @@ class FaultyStore : public vnflow_test::StoreWrapper {
 
 struct Fixture {
   TempDir dir;
+  vnflow_test::TestDb db = vnflow_test::new_test_db(dir.path);
   std::unique_ptr<engine::Store> store;
   std::shared_ptr<Effects> effects = std::make_shared<Effects>();
   std::string package_id, instance_id;
 
   Fixture() {
-    auto s = engine::open_sqlite_store((dir.path / "vnflow.db").string());
+    auto s = db.open();
     REQUIRE(s.ok());
     store = std::move(s).value();
     base::Diagnostics diags;
@@ -407,7 +409,8 @@ TEST_CASE("a cancel requested before the daemon runs the operation stops it befo
 
 TEST_CASE("vim.register / vim.deregister: one row per (instance, name), sealed, owned") {
   TempDir dir;
-  auto s = engine::open_sqlite_store((dir.path / "vnflow.db").string());
+  auto db = vnflow_test::new_test_db(dir.path);
+  auto s = db.open();
   REQUIRE(s.ok());
   engine::Store& store = *s.value();
   json::value record = json::parse(R"({"id": "inst-1", "vim_connection_info":
@@ -436,18 +439,14 @@ TEST_CASE("vim.register / vim.deregister: one row per (instance, name), sealed, 
   auto shown = store.get_vim(id, false).value();
   CHECK(shown.summary.at("bearer_token") == "***");
   CHECK(store.get_vim(id, true).value().access.at("bearer_token") == "s3cr3t-t0ken");
-  // The token is sealed in the file, not stored in clear.
-  {
-    std::ifstream db(dir.path / "vnflow.db", std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(db)), std::istreambuf_iterator<char>());
-    CHECK(bytes.find("s3cr3t-t0ken") == std::string::npos);
-  }
+  // The token is sealed in the database, not stored in clear.
+  CHECK(vnflow_test::at_rest(db).find("s3cr3t-t0ken") == std::string::npos);
   // Bad access is refused with the reason and without the secret.
   json::object bad = in;
   bad["access"].as_object().erase("server");
   auto refused = engine::run_vim_action(&store, "vim.register", bad, record);
   CHECK_FALSE(refused.ok);
-  CHECK(refused.error_class == "invalid");
+  CHECK(refused.error_class == base::ErrorClass::kInvalid);
   CHECK(refused.message.find("server") != std::string::npos);
   CHECK(refused.message.find("s3cr3t") == std::string::npos);
   // Another instance may neither take the name nor deregister the VIM.
@@ -486,10 +485,8 @@ TEST_CASE("secret fields of requests, records and outputs are sealed at rest, pl
   auto rec = f.store->get_op(op).value();
   CHECK(rec.request.at("additionalParams").at("ssh_password") == "pw-Secret-4711");
   CHECK(rec.request.at("additionalParams").at("nested").at("bearer_token") == "tok-Secret-4711");
-  // At rest: neither the database nor its WAL holds them.
-  for (const char* suffix : {"", "-wal"}) {
-    std::ifstream db(f.dir.path / (std::string("vnflow.db") + suffix), std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(db)), std::istreambuf_iterator<char>());
-    CHECK(bytes.find("Secret-4711") == std::string::npos);
-  }
+  // At rest (SQLite: neither the file nor its WAL) the database does not hold them.
+  std::string bytes = vnflow_test::at_rest(f.db);
+  CHECK(bytes.find(op) != std::string::npos);  // the rows were read
+  CHECK(bytes.find("Secret-4711") == std::string::npos);
 }

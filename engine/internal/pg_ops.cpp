@@ -1,0 +1,329 @@
+// The PostgreSQL Store (pg_store.h): the executor's commits, operations, their outputs and
+// events. The same rules as sqlite_ops.cpp, in PostgreSQL's terms: row locks (FOR UPDATE)
+// where SQLite has its one writer.
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "engine/engine.h"
+#include "engine/internal/pg_store.h"
+#include "engine/internal/sealing.h"
+
+namespace engine::internal {
+
+namespace {
+
+constexpr const char* kOpColumns =
+    "id, instance_id, operation, state, machine, package_digest, request, error, cursor, "
+    "owner, cancel_requested, wake_at_ms, created_ms, updated_ms";
+constexpr const char* kRunningIn = "state IN ('STARTING', 'PROCESSING', 'ROLLING_BACK')";
+constexpr const char* kOpenIn =
+    "state IN ('STARTING', 'PROCESSING', 'FAILED_TEMP', 'ROLLING_BACK')";
+
+OpRecord read_op(const PgResult& q, int row) {
+  OpRecord r;
+  r.id = q.text(row, 0);
+  r.instance_id = q.text(row, 1);
+  r.operation = q.text(row, 2);
+  r.state = parse_op_state(q.text(row, 3)).value_or(OpState::kFailed);
+  r.machine_digest = q.text(row, 4);
+  r.package_digest = q.text(row, 5);
+  r.request = parse_or_null(q.text(row, 6));
+  r.error = parse_or_null(q.text(row, 7));
+  r.cursor = parse_or_null(q.text(row, 8));
+  r.owner = q.text(row, 9);
+  r.cancel_requested = q.i64(row, 10) != 0;
+  r.wake_at_ms = q.i64(row, 11);
+  r.created_ms = q.i64(row, 12);
+  r.updated_ms = q.i64(row, 13);
+  return r;
+}
+
+PgArg text_or_null(const std::string& s) {
+  return s.empty() ? PgArg(std::nullopt) : PgArg(s);
+}
+
+}  // namespace
+
+base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
+  static const std::string upd_op =
+      std::string(
+          "UPDATE ops SET state = COALESCE($2, state), cursor = COALESCE($3, cursor),"
+          " error = CASE WHEN $4::boolean THEN $5 ELSE error END,"
+          " wake_at_ms = COALESCE($6, wake_at_ms), owner = COALESCE($7, owner),"
+          " updated_ms = $8 WHERE id = $1 AND ") +
+      kRunningIn;
+  // Most commits change neither state nor owner: leave them out of the SET list.
+  static const std::string upd_op_plain =
+      std::string(
+          "UPDATE ops SET cursor = COALESCE($2, cursor),"
+          " error = CASE WHEN $3::boolean THEN $4 ELSE error END,"
+          " wake_at_ms = COALESCE($5, wake_at_ms), updated_ms = $6 WHERE id = $1 AND ") +
+      kRunningIn;
+  std::lock_guard<std::mutex> lock(wmu_);
+  return transaction(w_, [&] {
+    int64_t now = now_ms();
+    for (const Batch* b : batches) {
+      b->fenced = false;
+      for (const auto& o : b->ops) {
+        std::optional<std::string> cursor;
+        if (o.cursor)
+          cursor = sealer_.sealed_text(*o.cursor, "op/" + o.op_id + "/cursor");
+        std::optional<std::string> wake;
+        if (o.wake_at_ms)
+          wake = std::to_string(*o.wake_at_ms);
+        int64_t n;
+        if (o.state || o.owner) {
+          std::optional<std::string> state;
+          if (o.state)
+            state = std::string(to_string(*o.state));
+          n = w_.run(upd_op, {o.op_id, state, cursor, o.set_error ? "t" : "f",
+                              text_or_null(o.error), wake, o.owner, now})
+                  .affected();
+        } else {
+          n = w_.run(upd_op_plain,
+                     {o.op_id, cursor, o.set_error ? "t" : "f", text_or_null(o.error), wake, now})
+                  .affected();
+        }
+        if (n != 1) {
+          // Fencing: an operation that is no longer active (an operator forced it to
+          // FAILED) takes no write from an executor; the rest of the group commits.
+          if (w_.run("SELECT 1 FROM ops WHERE id = $1", {o.op_id}).rows() == 0)
+            throw std::runtime_error("no operation " + o.op_id);
+          b->fenced = true;
+        }
+      }
+      if (b->fenced)
+        continue;
+      for (const auto& e : b->events) {
+        w_.run(
+            "INSERT INTO events(op_id, seq, at_ms, kind, state, item, attempt, key, data)"
+            " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            {e.op_id, e.seq, e.at_ms, e.kind, text_or_null(e.state),
+             e.item >= 0 ? PgArg(e.item) : PgArg(std::nullopt), e.attempt, text_or_null(e.key),
+             e.data.is_null() ? PgArg(std::nullopt) : PgArg(json::serialize(e.data))});
+      }
+      for (const auto& o : b->outputs) {
+        std::string owner = "op/" + o.op_id + "/output/" + o.state;
+        w_.run(
+            "INSERT INTO outputs(op_id, state, value) VALUES($1, $2, $3)"
+            " ON CONFLICT (op_id, state) DO UPDATE SET value = EXCLUDED.value",
+            {o.op_id, o.state,
+             o.secret ? sealer_.sealed_whole(o.value, owner)
+                      : sealer_.sealed_text(o.value, owner)});
+      }
+      for (const auto& i : b->instances) {
+        w_.run("UPDATE instances SET instantiation_state = $2, record = $3 WHERE id = $1",
+               {i.instance_id, i.instantiation_state,
+                sealer_.sealed_text(i.record, "instance/" + i.instance_id)});
+      }
+    }
+    return base::Status::Ok();
+  });
+}
+
+base::Status PgStore::create_op(const OpRecord& rec) {
+  std::lock_guard<std::mutex> lock(wmu_);
+  return transaction(w_, [&] {
+    // The instance's row lock orders concurrent requests for one instance (from any
+    // process); ops_one_open stays the last word.
+    w_.run("SELECT 1 FROM instances WHERE id = $1 FOR UPDATE", {rec.instance_id});
+    auto open = w_.run(
+        std::string("SELECT id, state, operation FROM ops WHERE instance_id = $1 AND ") + kOpenIn,
+        {rec.instance_id});
+    if (open.rows() > 0)
+      return base::Status::FailedPrecondition(
+          "VNF instance " + rec.instance_id + " already has operation " + open.text(0, 0) + " (" +
+          open.text(0, 2) + ") in " + open.text(0, 1) + "; one operation at a time per instance");
+    w_.run(
+        std::string("INSERT INTO ops(") + kOpColumns +
+            ") VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, 0, 0, $10, $10)",
+        {rec.id, rec.instance_id, rec.operation, std::string(to_string(rec.state)),
+         rec.machine_digest, rec.package_digest,
+         sealer_.sealed_text(rec.request, "op/" + rec.id + "/request"),
+         rec.error.is_null() ? PgArg(std::nullopt) : PgArg(json::serialize(rec.error)),
+         rec.cursor.is_null() ? PgArg(std::nullopt)
+                              : PgArg(sealer_.sealed_text(rec.cursor, "op/" + rec.id + "/cursor")),
+         rec.created_ms});
+    return base::Status::Ok();
+  });
+}
+
+base::Result<OpRecord> PgStore::get_op(std::string_view id) {
+  std::lock_guard<std::mutex> lock(rmu_);
+  return get_op_on(r_, id);
+}
+
+base::Result<std::vector<OpRecord>> PgStore::list_ops(const OpFilter& f) {
+  std::lock_guard<std::mutex> lock(rmu_);
+  std::vector<OpRecord> out;
+  base::Status s = guard(r_, [&] {
+    std::string sql = std::string("SELECT ") + kOpColumns + " FROM ops WHERE true";
+    std::vector<PgArg> args;
+    if (!f.instance_id.empty()) {
+      args.emplace_back(f.instance_id);
+      sql += " AND instance_id = $" + std::to_string(args.size());
+    }
+    if (f.state) {
+      args.emplace_back(std::string(to_string(*f.state)));
+      sql += " AND state = $" + std::to_string(args.size());
+    }
+    args.emplace_back(static_cast<int64_t>(f.limit));
+    sql += " ORDER BY created_ms DESC, id LIMIT $" + std::to_string(args.size());
+    auto q = r_.run(sql, args);
+    for (int i = 0; i < q.rows(); ++i)
+      out.push_back(sealer_.opened(read_op(q, i)));
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  return out;
+}
+
+base::Result<OpRecord> PgStore::transition(std::string_view id, const std::vector<OpState>& from,
+                                           OpState to, const std::optional<std::string>& error) {
+  std::lock_guard<std::mutex> lock(wmu_);
+  base::Status s = transaction(w_, [&] {
+    auto cur = w_.run("SELECT state FROM ops WHERE id = $1 FOR UPDATE", {id});
+    if (cur.rows() == 0)
+      return base::Status::NotFound("no operation \"" + std::string(id) + "\"");
+    std::string state = cur.text(0, 0);
+    bool allowed = false;
+    std::string list;
+    for (OpState f : from) {
+      allowed = allowed || state == to_string(f);
+      list += (list.empty() ? "" : " or ") + std::string(to_string(f));
+    }
+    if (!allowed)
+      return base::Status::FailedPrecondition("operation " + std::string(id) + " is " + state +
+                                              "; this needs " + list);
+    w_.run(
+        "UPDATE ops SET state = $2, owner = NULL, cancel_requested = 0, updated_ms = $3,"
+        " error = CASE WHEN $4::boolean THEN $5 ELSE error END WHERE id = $1",
+        {id, std::string(to_string(to)), now_ms(), error ? "t" : "f",
+         error && !error->empty() ? PgArg(*error) : PgArg(std::nullopt)});
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  std::lock_guard<std::mutex> rlock(rmu_);
+  return get_op_on(r_, id);
+}
+
+base::Status PgStore::request_cancel(std::string_view id) {
+  std::lock_guard<std::mutex> lock(wmu_);
+  bool done = false;
+  base::Status s = guard(w_, [&] {
+    auto u = w_.run(
+        "UPDATE ops SET cancel_requested = 1 WHERE id = $1 AND state IN ('STARTING',"
+        " 'PROCESSING')",
+        {id});
+    done = u.affected() == 1;
+    return base::Status::Ok();
+  });
+  if (!s.ok() || done)
+    return s;
+  auto cur = get_op_on(w_, id);
+  if (!cur.ok())
+    return cur.status();
+  return base::Status::FailedPrecondition(
+      "operation " + std::string(id) + " is " + std::string(to_string(cur.value().state)) +
+      "; only a STARTING or PROCESSING operation can be cancelled");
+}
+
+base::Result<std::vector<OpRecord>> PgStore::runnable(bool all) {
+  std::lock_guard<std::mutex> lock(rmu_);
+  std::vector<OpRecord> out;
+  base::Status s = guard(r_, [&] {
+    std::string sql = std::string("SELECT ") + kOpColumns + " FROM ops WHERE ";
+    if (!all)
+      sql += "owner IS NULL AND ";
+    sql += kRunningIn;
+    sql += " ORDER BY created_ms, id";
+    auto q = r_.run(sql);
+    for (int i = 0; i < q.rows(); ++i)
+      out.push_back(sealer_.opened(read_op(q, i)));
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  return out;
+}
+
+base::Result<std::vector<std::string>> PgStore::cancel_requests() {
+  std::lock_guard<std::mutex> lock(rmu_);
+  std::vector<std::string> out;
+  base::Status s = guard(r_, [&] {
+    auto q = r_.run(std::string("SELECT id FROM ops WHERE cancel_requested = 1 AND ") + kRunningIn);
+    for (int i = 0; i < q.rows(); ++i)
+      out.push_back(q.text(i, 0));
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  return out;
+}
+
+base::Result<json::object> PgStore::outputs(std::string_view op_id) {
+  std::lock_guard<std::mutex> lock(rmu_);
+  json::object out;
+  base::Status s = guard(r_, [&] {
+    auto q = r_.run("SELECT state, value FROM outputs WHERE op_id = $1", {op_id});
+    for (int i = 0; i < q.rows(); ++i) {
+      std::string state = q.text(i, 0);
+      out[state] =
+          sealer_.open_output(q.text(i, 1), "op/" + std::string(op_id) + "/output/" + state);
+    }
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  return out;
+}
+
+base::Result<std::vector<EventRecord>> PgStore::history(std::string_view op_id) {
+  std::lock_guard<std::mutex> lock(rmu_);
+  std::vector<EventRecord> out;
+  base::Status s = guard(r_, [&] {
+    auto q = r_.run(
+        "SELECT op_id, seq, at_ms, kind, state, item, attempt, key, data"
+        " FROM events WHERE op_id = $1 ORDER BY seq",
+        {op_id});
+    for (int i = 0; i < q.rows(); ++i) {
+      EventRecord e;
+      e.op_id = q.text(i, 0);
+      e.seq = q.i64(i, 1);
+      e.at_ms = q.i64(i, 2);
+      e.kind = q.text(i, 3);
+      e.state = q.text(i, 4);
+      e.item = q.null(i, 5) ? -1 : static_cast<int>(q.i64(i, 5));
+      e.attempt = static_cast<int>(q.i64(i, 6));
+      e.key = q.text(i, 7);
+      e.data = parse_or_null(q.text(i, 8));
+      out.push_back(std::move(e));
+    }
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  return out;
+}
+
+base::Result<OpRecord> PgStore::get_op_on(PgConn& conn, std::string_view id) {
+  OpRecord out;
+  base::Status s = guard(conn, [&] {
+    auto q = conn.run(std::string("SELECT ") + kOpColumns + " FROM ops WHERE id = $1", {id});
+    if (q.rows() == 0)
+      return base::Status::NotFound("no operation \"" + std::string(id) + "\"");
+    out = sealer_.opened(read_op(q, 0));
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  return out;
+}
+
+}  // namespace engine::internal

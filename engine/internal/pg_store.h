@@ -1,0 +1,196 @@
+// The PostgreSQL Store (libpq): the same tables, rules and sealing as the SQLite store, on a
+// database several processes can reach. A write connection (the executor's group commits and
+// commands that write) and a read connection (polls, histories, views), each behind a mutex.
+// Every statement is prepared once per connection and takes its values as parameters: no
+// value is ever spliced into SQL text.
+//
+// Engine-internal: open_postgres_store (engine.h) is the way in. The class is defined in:
+//   pg_store.cpp    connections, the schema, packages, instances, machines, VIMs, key rotation
+//   pg_ops.cpp      the executor's commits, operations, outputs and events
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <libpq-fe.h>
+
+#include "engine/engine.h"
+#include "engine/internal/sealing.h"
+
+namespace engine::internal {
+
+// A failed statement: its SQLSTATE ("" when the connection itself failed; kRefused when
+// vnflow itself refused, e.g. another daemon holds the database).
+inline constexpr const char* kRefused = "vnflow-refused";
+
+class PgError : public std::runtime_error {
+ public:
+  PgError(std::string msg, std::string state, bool lost)
+      : std::runtime_error(std::move(msg)), sqlstate(std::move(state)), connection_lost(lost) {}
+  std::string sqlstate;
+  bool connection_lost;
+};
+
+// One statement parameter: text, bytes (bytea, sent binary) or NULL.
+struct PgArg {
+  PgArg(std::nullopt_t) {}                                      // NOLINT: NULL
+  PgArg(std::string s) : value(std::move(s)) {}                 // NOLINT
+  PgArg(std::string_view s) : value(std::string(s)) {}          // NOLINT
+  PgArg(const char* s) : value(std::string(s)) {}               // NOLINT
+  PgArg(int64_t v) : value(std::to_string(v)) {}                // NOLINT
+  PgArg(int v) : value(std::to_string(v)) {}                    // NOLINT
+  PgArg(std::optional<std::string> s) : value(std::move(s)) {}  // NOLINT
+  static PgArg bytes(std::string s) {
+    PgArg a(std::move(s));
+    a.binary = true;
+    return a;
+  }
+  std::optional<std::string> value;
+  bool binary = false;
+};
+
+class PgResult {
+ public:
+  explicit PgResult(PGresult* r) : r_(r, &PQclear) {}
+  int rows() const { return PQntuples(r_.get()); }
+  bool null(int row, int col) const { return PQgetisnull(r_.get(), row, col) != 0; }
+  std::string text(int row, int col) const {
+    return std::string(PQgetvalue(r_.get(), row, col),
+                       static_cast<size_t>(PQgetlength(r_.get(), row, col)));
+  }
+  int64_t i64(int row, int col) const {
+    return null(row, col) ? 0 : std::strtoll(PQgetvalue(r_.get(), row, col), nullptr, 10);
+  }
+  int64_t affected() const { return std::strtoll(PQcmdTuples(r_.get()), nullptr, 10); }
+
+ private:
+  std::unique_ptr<PGresult, void (*)(PGresult*)> r_;
+};
+
+// One connection. Reconnects (and prepares its statements again) when it was lost.
+class PgConn {
+ public:
+  PgConn(std::string conninfo, std::string display) noexcept
+      : conninfo_(std::move(conninfo)), display_(std::move(display)) {}
+  ~PgConn();
+  PgConn(const PgConn&) = delete;
+  PgConn& operator=(const PgConn&) = delete;
+
+  // Connects when not connected; runs `on_connect` after each new connection.
+  void ensure();
+  // Runs `sql` (prepared on this connection the first time) with `args`.
+  PgResult run(const std::string& sql, const std::vector<PgArg>& args = {},
+               bool binary_result = false);
+  // A statement without parameters (BEGIN, COMMIT, the schema script).
+  void exec(const char* sql);
+  void rollback_quietly();
+  // Called after each (re)connection, e.g. to take the daemon lock again.
+  std::function<void(PgConn&)> on_connect;
+
+ private:
+  [[noreturn]] void fail(PGresult* r, const std::string& what);
+
+  std::string conninfo_, display_;
+  PGconn* c_ = nullptr;
+  std::unordered_map<std::string, std::string> prepared_;  // SQL text -> statement name
+};
+
+class PgStore : public Store {
+ public:
+  PgStore(const std::string& url, const std::string& key_path, bool daemon_lock);
+  base::Status init();
+
+  // pg_store.cpp
+  base::Result<PackageRecord> put_package(const PackageRecord& rec,
+                                          const std::string& bytes) override;
+  base::Result<PackageRecord> get_package(std::string_view id) override;
+  base::Result<std::string> package_bytes(std::string_view id) override;
+  base::Result<std::vector<PackageRecord>> list_packages() override;
+  base::Status create_instance(const InstanceRecord& rec) override;
+  base::Result<InstanceRecord> get_instance(std::string_view id) override;
+  base::Result<std::vector<InstanceRecord>> list_instances() override;
+  base::Status delete_instance(std::string_view id) override;
+  base::Status put_machine(const std::string& digest, const std::string& body) override;
+  base::Result<std::string> get_machine(std::string_view digest) override;
+  base::Status put_vim(const VimRecord& rec) override;
+  base::Result<VimRecord> get_vim(std::string_view id, bool with_secrets) override;
+  base::Result<std::vector<VimRecord>> list_vims() override;
+  base::Status delete_vim(std::string_view id) override;
+  base::Status rotate_key() override;
+  std::vector<std::string> private_files() const override;
+
+  // pg_ops.cpp
+  base::Status apply(const std::vector<const Batch*>& batches) override;
+  base::Status create_op(const OpRecord& rec) override;
+  base::Result<OpRecord> get_op(std::string_view id) override;
+  base::Result<std::vector<OpRecord>> list_ops(const OpFilter& f) override;
+  base::Result<OpRecord> transition(std::string_view id, const std::vector<OpState>& from,
+                                    OpState to, const std::optional<std::string>& error) override;
+  base::Status request_cancel(std::string_view id) override;
+  base::Result<std::vector<OpRecord>> runnable(bool all) override;
+  base::Result<std::vector<std::string>> cancel_requests() override;
+  base::Result<json::object> outputs(std::string_view op_id) override;
+  base::Result<std::vector<EventRecord>> history(std::string_view op_id) override;
+
+ private:
+  // Runs `f` on `conn` (connected first), turning libpq's failures into a Status: a lost
+  // connection, a serialization failure or a deadlock is kUnavailable (try again).
+  template <typename F>
+  base::Status guard(PgConn& conn, F&& f) {
+    try {
+      conn.ensure();
+      return f();
+    } catch (const PgError& e) {
+      if (e.sqlstate == kRefused)
+        return base::Status::FailedPrecondition(e.what());
+      if (e.connection_lost || e.sqlstate == "40001" || e.sqlstate == "40P01" ||
+          e.sqlstate.starts_with("08") || e.sqlstate.starts_with("57P"))
+        return base::Status::Unavailable(std::string("database unavailable: ") + e.what());
+      return base::Status::Internal(std::string("database: ") + e.what());
+    } catch (const std::exception& e) {
+      return base::Status::Internal(std::string("database: ") + e.what());
+    }
+  }
+  // Runs `f` inside BEGIN ... COMMIT on `conn`; rolled back when `f` returns an error or
+  // throws.
+  template <typename F>
+  base::Status transaction(PgConn& conn, F&& f) {
+    return guard(conn, [&] {
+      conn.exec("BEGIN");
+      try {
+        base::Status s = f();
+        if (!s.ok()) {
+          conn.rollback_quietly();
+          return s;
+        }
+        conn.exec("COMMIT");
+        return s;
+      } catch (...) {
+        conn.rollback_quietly();
+        throw;
+      }
+    });
+  }
+
+  // pg_store.cpp
+  base::Status init_schema();
+  bool has_sealed_data();
+  // pg_ops.cpp
+  base::Result<OpRecord> get_op_on(PgConn& conn, std::string_view id);
+
+  std::string display_;  // the URL without its password
+  Sealer sealer_;
+  std::mutex wmu_, rmu_;
+  PgConn w_, r_;
+};
+
+}  // namespace engine::internal

@@ -1,0 +1,108 @@
+// The store the engine's unit tests run on: SQLite (a new file in the test's folder), or
+// PostgreSQL when VNFLOW_TEST_PG holds a database URL (meson test --suite postgres starts a
+// cluster and sets it): a new schema of that database for each test, its key file in the
+// test's folder. One suite for both stores; a test of something only SQLite has (its file,
+// WAL, flock) says so and skips on PostgreSQL.
+#pragma once
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+#include <libpq-fe.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+
+namespace vnflow_test {
+
+// The PostgreSQL database the tests use, "" for SQLite.
+inline std::string test_pg_url() {
+  const char* u = std::getenv("VNFLOW_TEST_PG");
+  return u != nullptr ? u : "";
+}
+
+inline bool on_postgres() {
+  return !test_pg_url().empty();
+}
+
+struct TestDb {
+  std::string target;  // the SQLite file, or the PostgreSQL URL naming the test's schema
+  std::string key;     // the key file (SQLite: beside the file)
+
+  base::Result<std::unique_ptr<engine::Store>> open() const {
+    if (engine::is_postgres_url(target))
+      return engine::open_postgres_store(target, key);
+    return engine::open_sqlite_store(target);
+  }
+};
+
+// A new, empty database for one test; `dir` (the test's own folder) holds its files.
+inline TestDb new_test_db(const std::filesystem::path& dir, const std::string& file = "vnflow.db") {
+  TestDb db;
+  std::string url = test_pg_url();
+  if (url.empty()) {
+    db.target = (dir / file).string();
+    db.key = db.target + ".key";
+    return db;
+  }
+  static std::atomic<int> n{0};
+  std::string schema = "t" + std::to_string(::getpid()) + "_" + std::to_string(++n) + "_" +
+                       std::to_string(std::random_device{}() % 100000);
+  PGconn* c = PQconnectdb(url.c_str());
+  std::string err;
+  if (PQstatus(c) != CONNECTION_OK) {
+    err = PQerrorMessage(c);
+  } else {
+    PGresult* r = PQexec(c, ("CREATE SCHEMA " + schema).c_str());  // a name made above
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+      err = PQresultErrorMessage(r);
+    PQclear(r);
+  }
+  PQfinish(c);
+  if (!err.empty())
+    throw std::runtime_error("VNFLOW_TEST_PG: cannot create schema " + schema + ": " + err);
+  db.target =
+      url + (url.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" + schema;
+  db.key = (dir / (file + ".key")).string();
+  return db;
+}
+
+// What the database holds at rest, as bytes a reader of its storage would see: SQLite's file
+// and WAL; every row of the PostgreSQL schema as text.
+inline std::string at_rest(const TestDb& db) {
+  if (!engine::is_postgres_url(db.target)) {
+    std::string out;
+    for (const char* suffix : {"", "-wal"}) {
+      std::ifstream f(db.target + suffix, std::ios::binary);
+      out.append(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    }
+    return out;
+  }
+  PGconn* c = PQconnectdb(db.target.c_str());
+  std::string out;
+  if (PQstatus(c) == CONNECTION_OK) {
+    PGresult* r = PQexec(c,
+                         "SELECT t::text FROM meta t UNION ALL SELECT t::text FROM packages t"
+                         " UNION ALL SELECT t::text FROM instances t UNION ALL SELECT t::text"
+                         " FROM ops t UNION ALL SELECT t::text FROM outputs t UNION ALL SELECT"
+                         " t::text FROM events t UNION ALL SELECT t::text FROM vims t");
+    if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+      for (int i = 0; i < PQntuples(r); ++i)
+        out += std::string(PQgetvalue(r, i, 0)) + "\n";
+    }
+    PQclear(r);
+  }
+  PQfinish(c);
+  if (out.empty())
+    throw std::runtime_error("cannot read the test schema back");
+  return out;
+}
+
+}  // namespace vnflow_test
