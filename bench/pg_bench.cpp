@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
   PGconn* c = PQconnectdb(url.c_str());
   if (PQstatus(c) != CONNECTION_OK)
     die(std::string("connect to ") + engine::display_db(url) + ": " + PQerrorMessage(c));
+  exec(c, "SET client_min_messages = warning");
   exec(c, "CREATE SCHEMA " + schema);
   exec(c, "SET search_path = " + schema);
   exec(c, "SET synchronous_commit = on");
