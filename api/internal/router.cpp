@@ -350,6 +350,20 @@ HttpResponse create_instance(const Ctx& c) {
   return r;
 }
 
+// A task (an LCM operation, modify_info for PATCH) through the engine's request path.
+HttpResponse request_task(const Ctx& c, const std::string& id, const std::string& operation) {
+  json::object body;
+  if (c.req.body.empty() && operation == "terminate")
+    body = {};
+  else if (auto bad = parse_body(c.req, body))
+    return *bad;
+  base::Diagnostics diags;
+  auto op = engine::request_operation(c.store, id, operation, body, diags);
+  if (!op.ok())
+    return from_status(op.status(), &diags);
+  return accepted(c, op.value().id);
+}
+
 HttpResponse instances(const Ctx& c) {
   const auto& s = c.t.segs;
   const std::string& m = c.req.method;
@@ -390,7 +404,9 @@ HttpResponse instances(const Ctx& c) {
       r.status = 204;
       return r;
     }
-    return method_not_allowed(m, "GET, DELETE");
+    if (m == "PATCH")
+      return request_task(c, id, "modify_info");
+    return method_not_allowed(m, "GET, PATCH, DELETE");
   }
   if (s.size() == 3) {
     auto task = kTasks.find(s[2]);
@@ -398,16 +414,7 @@ HttpResponse instances(const Ctx& c) {
       return not_found(c.t);
     if (m != "POST")
       return method_not_allowed(m, "POST");
-    json::object body;
-    if (c.req.body.empty() && task->first == "terminate")
-      body = {};
-    else if (auto bad = parse_body(c.req, body))
-      return *bad;
-    base::Diagnostics diags;
-    auto op = engine::request_operation(c.store, id, task->second, body, diags);
-    if (!op.ok())
-      return from_status(op.status(), &diags);
-    return accepted(c, op.value().id);
+    return request_task(c, id, task->second);
   }
   return not_found(c.t);
 }

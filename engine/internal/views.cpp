@@ -86,7 +86,8 @@ json::object vnf_instance_view(const InstanceRecord& i, const PackageRecord& pkg
     return v != nullptr && v->is_string() ? v : nullptr;
   };
   json::object o{{"id", i.id},
-                 {"vnfInstanceName", i.name},
+                 // The record's: modify_info renames the instance there.
+                 {"vnfInstanceName", text("name") ? *text("name") : json::value(i.name)},
                  {"vnfdId", pkg.vnfd_id},
                  {"vnfProvider", pkg.provider},
                  {"vnfProductName", pkg.product},

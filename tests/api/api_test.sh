@@ -331,6 +331,17 @@ check_exit "openstack vnflcm instantiate of an INSTANTIATED instance fails" 1 os
 has "... with the engine's reason" "$T_ERR" "is already INSTANTIATED"
 check_exit "openstack vnflcm op fail of a COMPLETED operation fails" 1 osc vnflcm op fail "$op3"
 has "... saying it needs FAILED_TEMP" "$T_ERR" "FAILED_TEMP"
+printf '{"vnfInstanceName": "osc-renamed", "vnfInstanceDescription": "changed"}' >"$T_DIR/mod.json"
+check "openstack vnflcm update (PATCH, modify_info)" osc vnflcm update "$inst3" --I "$T_DIR/mod.json"
+has "... accepted" "$T_DIR/check.out" "Update vnf:$inst3"
+renamed() {
+  req GET "/vnflcm/v1/vnf_instances/$inst3"
+  [[ $(field 'd["vnfInstanceName"] + " " + d.get("vnfInstanceDescription", "")') == "osc-renamed changed" ]]
+}
+check "... the daemon renames the instance" wait_until 60 renamed
+req PATCH "/vnflcm/v1/vnf_instances/$inst3" -H 'Content-Type: application/merge-patch+json' \
+  --data-binary '{"vnfInstanceName": "merged"}'
+is_code "PATCH as application/merge-patch+json" 202
 check "openstack vnf package list" osc vnf package list -f value -c Id -c 'Onboarding State'
 has "... the package, ONBOARDED" "$T_DIR/check.out" -x "$pkg ONBOARDED"
 check "openstack vnf package show" osc vnf package show "$pkg" -f value -c 'Usage State'

@@ -158,6 +158,9 @@ TEST_CASE("instantiate is the engine's request path: 202 and the op occurrence",
   CHECK(body(again).at("detail").as_string().find(op_id) != std::string::npos);
   auto ops = f.call("GET", "/vnflcm/v1/vnf_lcm_op_occs?filter=(eq,vnfInstanceId," + id + ")");
   CHECK(body(ops).as_array().size() == 1);
+  // PATCH is the engine's modify_info request: refused while the instantiate is open.
+  require_problem(f.call("PATCH", "/vnflcm/v1/vnf_instances/" + id, R"({"vnfInstanceName":"n"})"),
+                  409);
   // Retry of an operation that is not FAILED_TEMP.
   require_problem(f.call("POST", "/vnflcm/v1/vnf_lcm_op_occs/" + op_id + "/retry"), 409);
 }
@@ -243,6 +246,17 @@ TEST_CASE("bad requests get a 4xx ProblemDetails and change nothing", "[api][rou
   CHECK(f.store->list_ops({}).value().empty());
   auto allow = f.call("PUT", "/vnflcm/v1/vnf_instances");
   CHECK(header(allow, "Allow") == "GET, POST");
+  // modify_info: the engine's request type (a name must be a string).
+  Fixture g;
+  auto gi =
+      g.call("POST", "/vnflcm/v1/vnf_instances", R"({"vnfdId":")" + std::string(kVnfdId) + "\"}");
+  std::string gid(body(gi).at("id").as_string());
+  require_problem(g.call("PATCH", "/vnflcm/v1/vnf_instances/" + gid, R"({"vnfInstanceName":5})"),
+                  400);
+  auto patch =
+      g.call("PATCH", "/vnflcm/v1/vnf_instances/" + gid, R"({"vnfInstanceName":"renamed"})");
+  CHECK(patch.status == 202);
+  CHECK(header(patch, "Location").find("/vnflcm/v1/vnf_lcm_op_occs/") != std::string::npos);
 }
 
 }  // namespace
