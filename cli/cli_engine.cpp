@@ -778,7 +778,7 @@ int cmd_key(const Opts& o) {
   std::string path = db_path(o);
   if (base::Status s = engine::rotate_database_key(path); !s.ok())
     return fail(s);
-  std::cout << "key rotated: every secret of " << printable(path)
+  std::cout << "key rotated: every secret of " << printable(engine::display_db(path))
             << " is sealed with the new key\n";
   return 0;
 }
