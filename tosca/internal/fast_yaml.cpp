@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,7 @@ class Reader {
  public:
   explicit Reader(std::string_view text) { split(text); }
 
-  bool run(std::vector<Event>& out) {
+  bool run(std::deque<Event>& out) {
     out_ = &out;
     try {
       if (lines_.empty()) {
@@ -540,7 +541,7 @@ class Reader {
   }
 
   std::vector<Line> lines_;
-  std::vector<Event>* out_ = nullptr;
+  std::deque<Event>* out_ = nullptr;
   size_t cur_ = 0;
   uint32_t eof_line_ = 0;
   bool ends_with_newline_ = false;
@@ -557,15 +558,17 @@ bool fast_parse_yaml(std::string_view text, YAML::EventHandler& handler) {
   // guess and steps aside (a fuzzer found the two disagreeing on "\uFEFF\uFEFF").
   if (text.find("\xEF\xBB\xBF") != std::string_view::npos)
     return false;
-  std::vector<Event> events;
-  events.reserve(text.size() / 8);
+  // A deque: it grows without copying itself, and the replay frees it as it goes, so the
+  // events and the tree they build never both exist in full.
+  std::deque<Event> events;
   Reader reader(text);
   if (!reader.run(events))
     return false;
   // Replay only once the whole text is known to be inside the subset, so that a bail-out
   // never leaves a half-built tree.
   static const std::string kPlain = "?", kQuoted = "!";
-  for (const Event& e : events) {
+  for (; !events.empty(); events.pop_front()) {
+    const Event& e = events.front();
     YAML::Mark m;
     m.line = static_cast<int>(e.line);
     m.column = static_cast<int>(e.col);
