@@ -256,6 +256,8 @@ class Session : public std::enable_shared_from_this<Session> {
                                              "the request line and headers exceed " +
                                                  std::to_string(srv_.opt.header_limit) + " bytes"),
                   false);
+    if (ec == http::error::body_limit)  // a Content-Length over even the package limit
+      return too_large(std::max(srv_.opt.body_limit, srv_.opt.package_body_limit));
     if (ec)
       return fail(ec);
     auto& req = parser_->get();

@@ -98,6 +98,14 @@ TEST_CASE("a request not read within the timeout is cut; connections over the ca
   std::string ok = read_all(d);
   CHECK(ok.rfind("HTTP/1.1 200", 0) == 0);
   CHECK(ok.find("\"uriPrefix\":\"/vnflcm/v1\"") != std::string::npos);
+
+  // A Content-Length over every limit: 413 from the header alone.
+  tcp::socket e(io);
+  e.connect(ep);
+  net::write(e,
+             net::buffer(std::string("PUT /vnfpkgm/v1/vnf_packages/x/package_content HTTP/1.1\r\n"
+                                     "Host: x\r\nContent-Length: 100000000\r\n\r\n")));
+  CHECK(read_all(e).rfind("HTTP/1.1 413", 0) == 0);
   server.stop();
 }
 
