@@ -580,6 +580,7 @@ void Loader::collect_types() {
       types_.add_section(kind, root.get(section_name(kind)), doc, normative, diags_);
     }
   }
+  types_.relocate_misplaced(diags_);
   types_.resolve(diags_);
 }
 
@@ -1177,6 +1178,9 @@ void Loader::sol001_policy_checks(const Document* doc, Node topology, Flavour& f
   std::vector<PolicyView> pols = policy_views(types_, topology);
   std::set<std::string> aspect_ids;
   std::map<std::string, std::set<std::string>> aspect_deltas;
+  std::vector<std::pair<std::string, Node>> step_nodes;   // (aspect, step_deltas item)
+  std::set<std::pair<std::string, std::string>> defined;  // (aspect, delta) of some policy
+  bool misnamed_aspect = false;  // a deltas policy meant some aspect; which, nobody knows
   // ETSI GS NFV-SOL 001 v2.6.1 §6.10.6 ScalingAspects
   for (const auto& p : pols) {
     if (!Types::derives(p.type, "tosca.policies.nfv.ScalingAspects"))
@@ -1190,8 +1194,10 @@ void Loader::sol001_policy_checks(const Document* doc, Node topology, Flavour& f
       a.description = str(v.get("description"));
       a.max_scale_level = to_int(v.get("max_scale_level"), 0);
       Node sd = v.get("step_deltas");
-      for (size_t k = 0; sd.is_seq() && k < sd.size(); ++k)
+      for (size_t k = 0; sd.is_seq() && k < sd.size(); ++k) {
         a.step_deltas.push_back(str(sd.item(k)));
+        step_nodes.emplace_back(a.id, sd.item(k));
+      }
       aspect_ids.insert(a.id);
       aspect_deltas[a.id].insert(a.step_deltas.begin(), a.step_deltas.end());
       f.aspects.push_back(std::move(a));
@@ -1208,12 +1214,14 @@ void Loader::sol001_policy_checks(const Document* doc, Node topology, Flavour& f
       diags_.error("T0071", aspect.valid() ? aspect.location() : p.body.location(),
                    "policy \"" + p.name + "\": aspect \"" + id +
                        "\" is not declared by a ScalingAspects policy");
+      misnamed_aspect = true;
       continue;
     }
     Node deltas = props.get("deltas");
     Node targets = p.body.get("targets");
     for (size_t i = 0; deltas.is_map() && i < deltas.size(); ++i) {
       std::string did = str(deltas.key(i));
+      defined.emplace(id, did);
       if (!aspect_deltas[id].count(did)) {
         diags_.error("T0071", deltas.key(i).location(),
                      "policy \"" + p.name + "\": delta \"" + did +
@@ -1228,6 +1236,19 @@ void Loader::sol001_policy_checks(const Document* doc, Node topology, Flavour& f
         }
       }
     }
+  }
+  // A step delta no VduScalingAspectDeltas defines scales nothing. Tacker never checks it,
+  // so it is a warning.
+  for (const auto& [aspect, item] : step_nodes) {
+    if (misnamed_aspect || defined.count({aspect, str(item)}))
+      continue;
+    base::Diagnostic d;
+    d.severity = base::Severity::kWarning;
+    d.code = "T0071";
+    d.where = item.location();
+    d.message = "aspect \"" + aspect + "\": step delta \"" + str(item) +
+                "\" is defined by no VduScalingAspectDeltas policy";
+    diags_.add(std::move(d));
   }
   // §6.10.8 InstantiationLevels, §6.10.9 VduInstantiationLevels
   std::set<std::string> level_ids;
@@ -1332,12 +1353,33 @@ void Loader::build_flavour(const Document* doc, Node tt, Flavour& f) {
       v.max_instances = to_int(profile.get("max_number_of_instances"), 1);
       v.sw_image_name = str(props.get("sw_image_data").get("name"));
       Node arts = tmpl.get("artifacts");
+      Node first_image;  // the key of the VDU's SwImage artifact
       for (size_t k = 0; arts.is_map() && k < arts.size(); ++k) {
         Node a = arts.value(k);
         const TypeDef* at = types_.find(TypeKind::kArtifact, a.get("type").scalar());
-        if (at != nullptr && Types::derives(at, "tosca.artifacts.nfv.SwImage")) {
-          v.sw_image = resolve_artifact(doc, str(arts.key(k)), a, false);
+        if (at == nullptr || !Types::derives(at, "tosca.artifacts.nfv.SwImage"))
+          continue;
+        // SOL001 Vdu.Compute: one image per VDU, described by its sw_image_data (Tacker
+        // refuses either slip as an invalid CSAR).
+        if (first_image.valid()) {
+          base::Diagnostic d;
+          d.code = "T0021";
+          d.where = arts.key(k).location();
+          d.message = "VDU \"" + name + "\" has a second SwImage artifact \"" + str(arts.key(k)) +
+                      "\"; a VDU boots one image";
+          d.notes.push_back("the first is \"" + str(first_image) + "\" at line " +
+                            std::to_string(first_image.location().line));
+          diags_.add(std::move(d));
+          continue;
         }
+        if (!props.get("sw_image_data").valid()) {
+          diags_.error("T0041", arts.key(k).location(),
+                       "VDU \"" + name + "\": SwImage artifact \"" + str(arts.key(k)) +
+                           "\" needs properties.sw_image_data, which describes the image "
+                           "(name, version, checksum, formats, sizes)");
+        }
+        first_image = arts.key(k);
+        v.sw_image = resolve_artifact(doc, str(arts.key(k)), a, false);
       }
       for (size_t k = 0; reqs.is_seq() && k < reqs.size(); ++k) {
         Node r = reqs.item(k);

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <regex>
+#include <set>
 #include <unordered_set>
 
 namespace tosca::internal {
@@ -181,6 +183,86 @@ std::vector<std::string> Types::names(TypeKind kind) const {
     out.push_back(k);
   }
   return out;
+}
+
+void Types::relocate_misplaced(base::Diagnostics& diags) {
+  struct Move {
+    TypeKind from, to;
+    std::string name;
+  };
+  std::vector<Move> moves;
+  for (size_t k = 0; k < kTypeKindCount; ++k) {
+    auto kind = static_cast<TypeKind>(k);
+    for (const auto& [name, t] : maps_[k]) {
+      if (t->doc == nullptr || t->doc->from_catalog)
+        continue;
+      // Up the chain inside this section; where it leaves the section, the kind that
+      // knows the parent is where the type belongs.
+      const TypeDef* cur = t.get();
+      for (int guard = 0; guard < 64; ++guard) {
+        Node df = cur->def.get("derived_from");
+        if (!df.is_scalar())
+          break;
+        const TypeDef* up = find(kind, df.scalar());
+        if (up != nullptr) {
+          if (up->doc == nullptr || up->doc->from_catalog)
+            break;  // reaches a shipped type of this kind: in its place
+          cur = up;
+          continue;
+        }
+        for (size_t o = 0; o < kTypeKindCount; ++o) {
+          if (o != k && find(static_cast<TypeKind>(o), df.scalar()) != nullptr) {
+            moves.push_back({kind, static_cast<TypeKind>(o), name});
+            break;
+          }
+        }
+        break;
+      }
+    }
+  }
+  // One finding per document and section, the types sorted by name.
+  std::map<std::pair<const Document*, TypeKind>, std::vector<const Move*>> by_section;
+  std::sort(moves.begin(), moves.end(),
+            [](const Move& a, const Move& b) { return a.name < b.name; });
+  for (const Move& m : moves) {
+    const TypeDef* t = maps_[static_cast<size_t>(m.from)].at(m.name).get();
+    by_section[{t->doc, m.from}].push_back(&m);
+  }
+  for (const auto& [where, list] : by_section) {
+    auto [doc, from] = where;
+    Node section = doc->root().get(section_name(from));
+    std::string names;
+    std::set<std::string> targets;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (i < 5)
+        names += std::string(i ? ", " : "") + "\"" + list[i]->name + "\" (a " +
+                 std::string(to_string(list[i]->to)) + ")";
+      targets.insert(std::string(section_name(list[i]->to)) + ":");
+    }
+    if (list.size() > 5)
+      names += " and " + std::to_string(list.size() - 5) + " more";
+    std::string under;
+    for (const auto& t : targets)
+      under += (under.empty() ? "" : " and ") + t;
+    base::Diagnostic d;
+    d.code = "T0033";
+    d.where = section.valid() ? section.location() : doc->start();
+    d.message = std::string(section_name(from)) + " holds " + std::to_string(list.size()) +
+                (list.size() == 1 ? " type that is not a " : " types that are not a ") +
+                std::string(to_string(from)) + ": " + names;
+    d.notes.push_back("each derives from a type of another kind; move " +
+                      std::string(list.size() == 1 ? "it" : "them") + " under " + under);
+    diags.add(std::move(d));
+  }
+  for (const Move& m : moves) {
+    auto& from = maps_[static_cast<size_t>(m.from)];
+    auto node = from.extract(m.name);
+    auto& to = maps_[static_cast<size_t>(m.to)];
+    if (to.count(m.name))
+      continue;  // also defined where it belongs; the copy here is dropped
+    node.mapped()->kind = m.to;
+    to.insert(std::move(node));
+  }
 }
 
 void Types::resolve(base::Diagnostics& diags) {

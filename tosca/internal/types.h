@@ -48,6 +48,11 @@ class Types {
   // are reported (T0032) unless both definitions are identical text.
   void add_section(TypeKind kind, Node section, const Document* doc, bool normative,
                    base::Diagnostics& diags);
+  // Moves package types that sit in the wrong section (a data type under node_types:, found
+  // by a derived_from chain that ends in a data type) to the kind they derive from, with one
+  // T0033 per misplaced section naming them, instead of a cascade of unknown types. Call
+  // after every add_section and before resolve().
+  void relocate_misplaced(base::Diagnostics& diags);
   // Resolves every derived_from (T0030 unknown parent, T0031 cycle).
   void resolve(base::Diagnostics& diags);
 

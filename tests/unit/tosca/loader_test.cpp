@@ -456,3 +456,104 @@ TEST_CASE("a file listed in TOSCA.meta and in the manifest is hashed once", "[to
   REQUIRE(d.size() == 1);  // the repeated manifest entry
   CHECK(d.items()[0].code == "C0014");
 }
+
+TEST_CASE("a VDU boots one SwImage, described by sw_image_data", "[tosca][loader][sol001]") {
+  const std::string image = R"(      artifacts:
+        image:
+          type: tosca.artifacts.nfv.SwImage
+          file: ../Files/image.qcow2
+)";
+  const std::string image_data = R"(        sw_image_data:
+          name: image
+          version: '1.0'
+          checksum: { algorithm: sha-256, hash: 0000 }
+          container_format: bare
+          disk_format: qcow2
+          min_disk: 1 GB
+          size: 1 GB
+)";
+  Files f = good_package();
+  f["Files/image.qcow2"] = "qcow";
+  std::string df = f["Definitions/df_simple.yaml"];
+  std::string vdu_props = "        description: worker\n";
+  // The baseline: one image with its data is fine.
+  Files ok = f;
+  ok["Definitions/df_simple.yaml"] =
+      replace(replace(df, vdu_props, vdu_props + image_data),
+              "      capabilities:\n        virtual_compute:",
+              image + "      capabilities:\n        virtual_compute:");
+  Loaded good = load(ok);
+  INFO(good.text());
+  CHECK_FALSE(good.diags.has_errors());
+  REQUIRE(good.pkg->flavours.at(0).vdus.at(0).sw_image.has_value());
+
+  Files two = ok;
+  two["Definitions/df_simple.yaml"] =
+      replace(ok["Definitions/df_simple.yaml"], image, image + R"(        image2:
+          type: tosca.artifacts.nfv.SwImage
+          file: ../Files/image.qcow2
+)");
+  Loaded l2 = load(two);
+  INFO(l2.text());
+  CHECK(l2.text().find("df_simple.yaml:47:9: error: VDU \"VDU1\" has a second SwImage artifact "
+                       "\"image2\"; a VDU boots one image [T0021]\n  note: the first is "
+                       "\"image\" at line 44") != std::string::npos);
+  CHECK(l2.diags.error_count() == 1);
+
+  Files no_data = ok;
+  no_data["Definitions/df_simple.yaml"] = replace(ok["Definitions/df_simple.yaml"], image_data, "");
+  Loaded l3 = load(no_data);
+  INFO(l3.text());
+  CHECK(l3.text().find("error: VDU \"VDU1\": SwImage artifact \"image\" needs "
+                       "properties.sw_image_data") != std::string::npos);
+  CHECK(l3.diags.error_count() == 1);
+}
+
+TEST_CASE("types in the wrong section are one finding, not a cascade", "[tosca][loader]") {
+  Files f = good_package();
+  f["Definitions/types.yaml"] = replace(f["Definitions/types.yaml"], "node_types:\n", R"(node_types:
+  example.datatypes.Port:
+    derived_from: tosca.datatypes.Root
+    properties:
+      number: { type: integer }
+  example.datatypes.Ports:
+    derived_from: example.datatypes.Port
+  example.policies.Pin:
+    derived_from: tosca.policies.Root
+  example.Box:
+    derived_from: tosca.nodes.Root
+    properties:
+      port: { type: example.datatypes.Ports }
+)");
+  f["Definitions/df_simple.yaml"] =
+      replace(f["Definitions/df_simple.yaml"], "  policies:\n", R"(    box:
+      type: example.Box
+      properties:
+        port: { number: 80 }
+  policies:
+    - pin:
+        type: example.policies.Pin
+        targets: [ box ]
+)");
+  Loaded l = load(f);
+  INFO(l.text());
+  REQUIRE(l.diags.size() == 1);
+  CHECK(l.text() ==
+        "t.csar!Definitions/types.yaml:6:3: error: node_types holds 3 types that are not a node "
+        "type: \"example.datatypes.Port\" (a data type), \"example.datatypes.Ports\" (a data "
+        "type), \"example.policies.Pin\" (a policy type) [T0033]\n"
+        "  note: each derives from a type of another kind; move them under data_types: and "
+        "policy_types:\n");
+}
+
+TEST_CASE("a step delta no VduScalingAspectDeltas defines is a warning",
+          "[tosca][loader][sol001]") {
+  Files f = good_package();
+  f["Definitions/df_simple.yaml"] =
+      replace(f["Definitions/df_simple.yaml"], "step_deltas: [ delta_1 ]",
+              "step_deltas: [ delta_1, delta_2 ]");
+  Loaded lenient = load(f);
+  CHECK(lenient.text() ==
+        "t.csar!Definitions/df_simple.yaml:58:39: warning: aspect \"worker\": step delta "
+        "\"delta_2\" is defined by no VduScalingAspectDeltas policy [T0071]\n");
+}
