@@ -54,13 +54,20 @@ const std::vector<CommandSpec>& package_commands() {
   static const std::vector<CommandSpec> specs = {
       {"package onboard",
        with_common("usage: vnflow package onboard PATH [--db FILE] [--json]\n"
+                   "           [--trust CA.pem [--require-signature]] [--signing-cert FILE]\n"
                    "\n"
                    "Validates a package (.csar/.zip archive or folder), compiles every LCM\n"
                    "operation and stores it; prints its id (--json: {\"id\", \"digest\"}).\n"
-                   "Onboarding the same package again gives the same id.\n\n",
+                   "Onboarding the same package again gives the same id.\n"
+                   "\n"
+                   "  --trust FILE    PEM file of trusted CA certificates: verify the SOL004\n"
+                   "                  signatures; a signature that does not verify refuses it\n"
+                   "  --require-signature   with --trust: refuse a package that is not signed\n"
+                   "  --signing-cert FILE   the signing certificate, when the package lacks it\n"
+                   "A SOL004 option-2 zip (the CSAR, its .cms and .cert) stores the CSAR.\n\n",
                    true),
-       {"--db"},
-       {"--json"},
+       {"--db", "--trust", "--signing-cert"},
+       {"--json", "--require-signature"},
        1,
        1},
       {"package list",
@@ -435,13 +442,16 @@ base::Result<json::value> read_request(const Opts& o) {
 // --------------------------------------------------------------------------------------
 
 int cmd_package(const CommandSpec& spec, const Opts& o) {
+  engine::PackageCheckOptions check;  // before the database: a usage error opens nothing
+  if (spec.words == "package onboard" && !signature_options(spec, o, check.signatures))
+    return 2;
   auto store = open_store(o);
   if (!store)
     return 1;
   bool as_json = o.flags.count("--json") > 0;
   if (spec.words == "package onboard") {
     base::Diagnostics diags;
-    auto rec = engine::onboard_package(*store, o.pos[0], diags);
+    auto rec = engine::onboard_package(*store, o.pos[0], diags, check);
     print_diags(diags);
     if (!rec.ok())
       return fail(rec.status());

@@ -14,6 +14,7 @@
 #include <boost/json/fwd.hpp>
 
 #include "base/base.h"
+#include "tosca/tosca.h"
 
 namespace engine {
 class Store;
@@ -54,6 +55,9 @@ std::optional<int> parse_command(const std::vector<std::string>& argv, size_t st
                                  const CommandSpec& spec, Opts& o);
 // Prints "vnflow WORDS: MESSAGE" and the command's synopsis on stderr; returns 2.
 int usage_error(const CommandSpec& spec, std::string_view message);
+// --trust FILE, --signing-cert FILE and --require-signature (csar validate, package
+// onboard; docs/security.md) as SOL004 options. false after a usage error (printed).
+bool signature_options(const CommandSpec& spec, const Opts& o, tosca::SignatureOptions& out);
 // `vnflow GROUP SUB ...`: the spec of SUB among `subs`. Without SUB, or with an unknown
 // one, prints the group's usage (stdout and 0 for --help/-h, stderr and 2 otherwise), sets
 // `status` and returns nullptr.

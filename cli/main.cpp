@@ -4,6 +4,7 @@
 // and the csar commands:
 //
 //   vnflow csar validate PATH... [--json] [--no-digests] [--strict] [--repeat N]
+//                        [--trust CA.pem [--require-signature]] [--signing-cert FILE]
 //   vnflow csar inspect PATH [--flavour ID] [--json] [--no-digests] [--strict]
 //
 // Exit status: 0 success (every package valid), 1 failure (a package is not valid), 2 usage
@@ -23,6 +24,7 @@
 #include "base/base.h"
 #include "cli/cli.h"
 #include "cli/cli_internal.h"
+#include "engine/engine.h"
 #include "tosca/tosca.h"
 
 namespace vnflow_cli {
@@ -36,14 +38,17 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  csar validate PATH... [--json] [--no-digests] [--strict] [--repeat N]\n"
-    "      check packages (.csar/.zip files or folders); diagnostics on stderr\n"
+    "                [--trust CA.pem [--require-signature]] [--signing-cert FILE]\n"
+    "      check packages (.csar/.zip files or folders), their SOL004 signatures and hook\n"
+    "      workflows; diagnostics on stderr\n"
     "  csar inspect PATH [--flavour ID] [--json] [--no-digests] [--strict]\n"
     "      show the VNF, its flavours, VDUs, CPs, VLs, aspects, levels and Vnflcm operations\n"
     "  workflow show PATH [--flavour ID] --op OP [--format text|dot|mermaid|seqdiag|json]\n"
     "      the state machine an LCM operation compiles to (hooks + built-in steps)\n"
     "  workflow check PATH [--flavour ID]\n"
     "      compile every LCM operation of a package; located diagnostics on stderr\n"
-    "  package onboard PATH | list\n"
+    "  package onboard PATH [--trust CA.pem [--require-signature]] [--signing-cert FILE]\n"
+    "  package list\n"
     "      validate a package, compile every operation, store it; prints its id\n"
     "  instance create --package ID [--name N] [--description T] | list | show ID | delete ID\n"
     "  instance instantiate|heal|scale|terminate|change-ext-conn|modify ID --request FILE.json\n"
@@ -70,6 +75,10 @@ constexpr const char* kUsage =
     "  --no-digests    do not recompute manifest / TOSCA.meta digests\n"
     "  --strict        turn off the named quirks (docs/diagnostics.md, \"Quirks\")\n"
     "  --repeat N      load each package N times and report the median time (benchmarks)\n"
+    "options of csar validate and package onboard (SOL004 signatures, docs/security.md):\n"
+    "  --trust FILE    PEM file of trusted CA certificates: verify every signature\n"
+    "  --require-signature   with --trust: refuse a package that is not signed\n"
+    "  --signing-cert FILE   the signing certificate, when the package does not carry it\n"
     "\n"
     "exit status: 0 success, 1 failure (csar: a package is invalid), 2 usage error\n";
 
@@ -77,18 +86,25 @@ const std::vector<CommandSpec>& csar_commands() {
   static const std::vector<CommandSpec> specs = {
       {"csar validate",
        "usage: vnflow csar validate PATH... [--json] [--no-digests] [--strict] [--repeat N]\n"
+       "                            [--trust CA.pem [--require-signature]] [--signing-cert FILE]\n"
        "\n"
-       "Checks packages (.csar/.zip archives or folders): every problem of every package,\n"
-       "located, on stderr; a summary line per package on stdout.\n"
+       "Checks packages (.csar/.zip archives or folders) and compiles their hook workflows\n"
+       "as onboarding does: every problem of every package, located, on stderr; a summary\n"
+       "line per package on stdout.\n"
        "\n"
        "  --json          one JSON document on stdout: {valid, packages: [...]}\n"
        "  --no-digests    do not recompute manifest / TOSCA.meta digests\n"
        "  --strict        turn off the named quirks (docs/diagnostics.md, \"Quirks\")\n"
        "  --repeat N      load each package N times and report the median time\n"
+       "  --trust FILE    PEM file of trusted CA certificates: verify the SOL004 signatures\n"
+       "                  (the manifest's CMS signature, per-artifact signatures, a signed\n"
+       "                  zip holding the CSAR); without it a signed package gets a note\n"
+       "  --require-signature   with --trust: a package that is not signed is invalid\n"
+       "  --signing-cert FILE   the signing certificate (PEM), when the package lacks it\n"
        "\n"
        "exit status: 0 all packages valid, 1 a package is invalid, 2 usage error\n",
-       {"--repeat"},
-       {"--json", "--no-digests", "--strict"},
+       {"--repeat", "--trust", "--signing-cert"},
+       {"--json", "--no-digests", "--strict", "--require-signature"},
        1},
       {"csar inspect",
        "usage: vnflow csar inspect PATH [--flavour ID] [--json] [--no-digests] [--strict]\n"
@@ -117,6 +133,7 @@ struct Args {
   bool digests = true;
   int repeat = 1;
   std::string flavour;
+  tosca::SignatureOptions signatures;
 };
 
 // The csar command's Args from its parsed options; false after a usage error.
@@ -134,7 +151,11 @@ bool csar_args(const CommandSpec& spec, const Opts& o, Args& a) {
     }
     a.repeat = static_cast<int>(*n);
   }
-  return true;
+  if (o.has("--trust") && !a.digests) {
+    usage_error(spec, "--trust needs the digests: the signed manifest covers files by them");
+    return false;
+  }
+  return signature_options(spec, o, a.signatures);
 }
 
 tosca::LoadOptions options_from(const Args& a) {
@@ -145,6 +166,29 @@ tosca::LoadOptions options_from(const Args& a) {
   }
   return o;
 }
+
+}  // namespace
+
+bool signature_options(const CommandSpec& spec, const Opts& o, tosca::SignatureOptions& out) {
+  out.required = o.flags.count("--require-signature") > 0;
+  if (out.required && !o.has("--trust")) {
+    usage_error(spec, "--require-signature needs --trust FILE (the CAs to check against)");
+    return false;
+  }
+  for (const char* opt : {"--trust", "--signing-cert"}) {
+    if (!o.has(opt))
+      continue;
+    auto pem = tosca::read_certificates_pem(o.get(opt));
+    if (!pem.ok()) {
+      usage_error(spec, std::string(opt) + ": " + pem.status().message());
+      return false;
+    }
+    (std::string(opt) == "--trust" ? out.trust_pem : out.signer_pem) = std::move(pem).value();
+  }
+  return true;
+}
+
+namespace {
 
 json::object diag_json(const base::Diagnostic& d) {
   json::object o;
@@ -211,12 +255,14 @@ int cmd_validate(const Args& a) {
     for (int r = 0; r < a.repeat; ++r) {
       base::Diagnostics d;
       auto t0 = std::chrono::steady_clock::now();
-      pkg = tosca::load_package(path, opts, d);
+      pkg = tosca::load_signed_package(path, opts, a.signatures, d);
       auto t1 = std::chrono::steady_clock::now();
       times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
       if (r == 0)
         diags = std::move(d);
     }
+    if (pkg != nullptr && !diags.has_errors())
+      engine::check_package_workflows(*pkg, diags);
     bool valid = pkg != nullptr && !diags.has_errors();
     all_valid = all_valid && valid;
     size_t warnings = diags.size() - diags.error_count();

@@ -12,7 +12,7 @@ _vnflow() {
   local cmd=${words[1]:-} sub=${words[2]:-}
   case $prev in
     --request | --password-file | --token-file | --clouds-file | --heat-env | --cacert | \
-      --ca-file | --db)
+      --ca-file | --db | --trust | --signing-cert)
       COMPREPLY=($(compgen -f -- "$cur")); compopt -o filenames 2>/dev/null; return ;;
     --work-dir)
       COMPREPLY=($(compgen -d -- "$cur")); compopt -o filenames 2>/dev/null; return ;;
@@ -43,9 +43,14 @@ _vnflow() {
 
   local subs="" opts=""
   case $cmd in
-    csar) subs="validate inspect"; opts="--help --json --no-digests --strict --flavour --repeat" ;;
+    csar)
+      subs="validate inspect"
+      opts="--help --json --no-digests --strict --flavour --repeat --trust --require-signature
+        --signing-cert" ;;
     workflow) subs="show check"; opts="--help --flavour --op --format" ;;
-    package) subs="onboard list"; opts="--help --db --json" ;;
+    package)
+      subs="onboard list"
+      opts="--help --db --json --trust --require-signature --signing-cert" ;;
     instance)
       subs="create list show delete instantiate heal scale terminate change-ext-conn modify"
       opts="--help --db --json --package --name --description --request" ;;

@@ -295,10 +295,23 @@ int64_t now_ms();      // wall clock, milliseconds since the epoch
 // A request body (SOL003 JSON) is at most this many bytes: it is stored with the operation.
 constexpr size_t kMaxRequestBytes = 1 << 20;
 
-// Validates and stores a package (a .csar/.zip file or a folder). Diagnostics of an
-// invalid package go to `diags` and nothing is stored.
+// How a package is checked, by onboarding and by `csar validate`.
+struct PackageCheckOptions {
+  tosca::LoadOptions load;
+  tosca::SignatureOptions signatures;  // SOL004: trust store, signatures required or not
+};
+
+// What onboarding checks after the loader: every LCM operation of every flavour compiles
+// and every package file a workflow names (ssh.put `source`) is present. `csar validate`
+// runs it too, so a broken hook fails validation, not onboarding.
+void check_package_workflows(const tosca::Package& pkg, base::Diagnostics& diags);
+
+// Loads (signatures checked), checks (check_package_workflows) and stores a package.
+// Diagnostics of an invalid package go to `diags` and nothing is stored. A SOL004 option-2
+// zip stores the CSAR it holds.
 base::Result<PackageRecord> onboard_package(Store& store, const std::string& path,
-                                            base::Diagnostics& diags);
+                                            base::Diagnostics& diags,
+                                            const PackageCheckOptions& options = {});
 base::Result<InstanceRecord> create_instance(Store& store, std::string_view package_id,
                                              std::string name, std::string description);
 // Checks the request (SOL003 body), compiles the operation's machine from the instance's

@@ -278,6 +278,39 @@ std::shared_ptr<const Package> load_package_from_zip_bytes(std::string display_n
 // (regular files only, the same limits and path checks as loading).
 base::Result<std::string> package_archive_bytes(const std::string& path, const Limits& limits);
 
+// ---------------------------------------------------------------------------------------
+// SOL004 package security (ETSI GS NFV-SOL 004 §5; docs/security.md, "Package signatures")
+
+struct SignatureOptions {
+  // Trusted CA certificates (PEM text, read_certificates_pem). Empty: no signature is
+  // checked, and a signed package gets a note saying so.
+  std::string trust_pem;
+  // The signing certificate(s), when the package does not carry them (PEM); optional.
+  std::string signer_pem;
+  // An unsigned package is an error (needs trust_pem).
+  bool required = false;
+  // When the certificates must be valid, seconds since the epoch; 0 is now.
+  int64_t at_time = 0;
+};
+
+// Reads a PEM file of certificates (at most 1 MiB); an error when it holds none.
+base::Result<std::string> read_certificates_pem(const std::string& path);
+
+// load_package with the package's signatures checked against `signatures`: the manifest's
+// CMS signature (option 1) with the certificate from the signature, TOSCA.meta's
+// ETSI-Entry-Certificate or the operator; per-artifact signatures (the manifest's
+// Signature / Certificate keys); a zip holding the CSAR, its .cms and .cert (option 2),
+// whose CSAR is then loaded. Every problem is a located S diagnostic in `diags`.
+std::shared_ptr<const Package> load_signed_package(const std::string& path,
+                                                   const LoadOptions& options,
+                                                   const SignatureOptions& signatures,
+                                                   base::Diagnostics& diags);
+// Same, from zip bytes in memory. For option 2, `bytes` becomes the inner CSAR's (what to
+// store); otherwise it is left as it is.
+std::shared_ptr<const Package> load_signed_package_from_zip_bytes(
+    std::string display_name, std::string& bytes, const LoadOptions& options,
+    const SignatureOptions& signatures, base::Diagnostics& diags);
+
 // A YAML file that is not a TOSCA template (e.g. a vnflow workflow), parsed into the same
 // located tree, with the same limits (aliases, depth, size). Keeps its text alive.
 class YamlFile {

@@ -99,10 +99,49 @@ base::Status check_text(const char* what, const std::string& s, size_t max) {
   return base::Status::Ok();
 }
 
+namespace {
+
+// The files a compiled machine reads from its package (ssh.put `source:` when it is not an
+// expression) must be in the package: a typo fails now, not on the VNF's VM.
+void check_package_files(const tosca::Package& pkg, const workflows::Machine& m,
+                         base::Diagnostics& diags) {
+  for (const auto& st : m.states) {
+    if (st.action != "ssh.put" || !st.with.source().is_object())
+      continue;
+    const json::value* src = st.with.source().as_object().if_contains("source");
+    if (src == nullptr || !src->is_string())
+      continue;
+    std::string path(src->get_string());
+    if (path.find("${") != std::string::npos)
+      continue;
+    while (path.rfind("./", 0) == 0)
+      path.erase(0, 2);
+    if (!std::binary_search(pkg.files.begin(), pkg.files.end(), path)) {
+      diags.error(
+          "W0044", st.where,
+          "ssh.put source \"" + std::string(src->get_string()) + "\" is not a file of the package");
+    }
+  }
+}
+
+}  // namespace
+
+void check_package_workflows(const tosca::Package& pkg, base::Diagnostics& diags) {
+  // Every operation must compile before the package is accepted: a packager learns of a
+  // broken hook now, not in the middle of a heal.
+  for (const auto& fl : pkg.flavours) {
+    for (const auto& op : workflows::operations()) {
+      auto m = workflows::compile(pkg, {op.name, fl.id}, diags);
+      if (m)
+        check_package_files(pkg, *m, diags);
+    }
+  }
+}
+
 base::Result<PackageRecord> onboard_package(Store& store, const std::string& path,
-                                            base::Diagnostics& diags) {
-  tosca::LoadOptions lo;
-  auto bytes = tosca::package_archive_bytes(path, lo.limits);
+                                            base::Diagnostics& diags,
+                                            const PackageCheckOptions& options) {
+  auto bytes = tosca::package_archive_bytes(path, options.load.limits);
   if (!bytes.ok())
     return bytes.status();
   std::string name = path;
@@ -110,17 +149,12 @@ base::Result<PackageRecord> onboard_package(Store& store, const std::string& pat
     name.pop_back();
   if (auto slash = name.find_last_of('/'); slash != std::string::npos)
     name = name.substr(slash + 1);
-  auto pkg = tosca::load_package_from_zip_bytes(name, bytes.value(), lo, diags);
+  auto pkg = tosca::load_signed_package_from_zip_bytes(name, bytes.value(), options.load,
+                                                       options.signatures, diags);
   if (pkg == nullptr || diags.has_errors())
     return base::Status::InvalidArgument("package \"" + name +
                                          "\" is not valid; nothing was stored");
-  // Every operation must compile before the package is accepted: a packager learns of a
-  // broken hook now, not in the middle of a heal.
-  for (const auto& fl : pkg->flavours) {
-    for (const auto& op : workflows::operations()) {
-      workflows::compile(*pkg, {op.name, fl.id}, diags);
-    }
-  }
+  check_package_workflows(*pkg, diags);
   if (diags.has_errors())
     return base::Status::InvalidArgument(
         "package \"" + name + "\" has workflows that do not compile; nothing was stored");
