@@ -70,11 +70,9 @@ struct Context {
 
 struct Outcome {
   bool ok = false;
-  json::value outputs;  // when ok: an object with the catalog's outputs
-  // When !ok: to_string(ErrorClass) (a string while the engine reads it as one; set
-  // only by failure()).
-  std::string error_class;
-  std::string message;  // when !ok: one line, names the call, no secrets
+  json::value outputs;                           // when ok: an object with the catalog's outputs
+  ErrorClass error_class = ErrorClass::kFailed;  // when !ok
+  std::string message;                           // when !ok: one line, names the call, no secrets
   // > 0: not finished yet (a stack still in progress). The executor calls the action
   // again with the same key after this many milliseconds, without a commit: polling is
   // read-only, so after a crash the re-dispatch simply polls again.
@@ -90,17 +88,9 @@ struct Outcome {
   }
   static Outcome failure(ErrorClass cls, std::string msg) {
     Outcome o;
-    o.error_class = std::string(base::to_string(cls));
+    o.error_class = cls;
     o.message = std::move(msg);
     return o;
-  }
-  // Deprecated: the engine's own failures until it uses the ErrorClass overload. `cls`
-  // must be a class name; any other word is taken as "failed".
-  static Outcome failure(std::string_view cls, std::string msg) {
-    return failure(base::parse_error_class(cls).value_or(ErrorClass::kFailed), std::move(msg));
-  }
-  static Outcome failure(const char* cls, std::string msg) {
-    return failure(std::string_view(cls), std::move(msg));
   }
   static Outcome poll(int64_t after_ms, json::value progress = nullptr) {
     Outcome o;

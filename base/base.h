@@ -277,7 +277,10 @@ class ManualClock final : public Clock {
 //   kTimeout    no answer within the step's deadline
 //   kFailed     the work ran and failed (a non-zero exit, a stack CREATE_FAILED)
 //   kInvalid    asking again cannot work (bad inputs, refused credentials, a 4xx)
-enum class ErrorClass { kTransient, kTimeout, kFailed, kInvalid };
+//   kCancelled  an operator cancelled the operation: never an action's answer, never
+//               retried; the class of the FAILED_TEMP it ends in
+enum class ErrorClass { kTransient, kTimeout, kFailed, kInvalid, kCancelled };
+// The classes an action answers and a workflow's `retry: on:` may name.
 inline constexpr ErrorClass kErrorClasses[] = {ErrorClass::kTransient, ErrorClass::kTimeout,
                                                ErrorClass::kFailed, ErrorClass::kInvalid};
 
@@ -292,6 +295,8 @@ inline constexpr std::string_view to_string(ErrorClass c) {
       return "failed";
     case ErrorClass::kInvalid:
       return "invalid";
+    case ErrorClass::kCancelled:
+      return "cancelled";
   }
   return "failed";
 }
@@ -302,6 +307,8 @@ inline std::optional<ErrorClass> parse_error_class(std::string_view name) {
     if (to_string(c) == name)
       return c;
   }
+  if (name == to_string(ErrorClass::kCancelled))
+    return ErrorClass::kCancelled;
   return std::nullopt;
 }
 

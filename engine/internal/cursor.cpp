@@ -15,8 +15,8 @@ json::value item_json(const Item& it) {
     o["rd"] = it.redispatches;
   if (it.wake_ms != 0)
     o["w"] = it.wake_ms;
-  if (!it.cls.empty())
-    o["c"] = it.cls;
+  if (it.cls)
+    o["c"] = base::to_string(*it.cls);
   if (!it.msg.empty())
     o["m"] = it.msg;
   return o;
@@ -44,7 +44,7 @@ Item item_from(const json::value& v) {
   if (auto* w = o.if_contains("w"); w && w->is_int64())
     it.wake_ms = w->get_int64();
   if (auto* c = o.if_contains("c"); c && c->is_string())
-    it.cls = std::string(c->get_string());
+    it.cls = base::parse_error_class(c->get_string()).value_or(base::ErrorClass::kFailed);
   if (auto* m = o.if_contains("m"); m && m->is_string())
     it.msg = std::string(m->get_string());
   return it;

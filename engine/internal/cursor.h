@@ -26,12 +26,13 @@ enum class ItemStatus : uint8_t {
 struct Item {
   ItemStatus status = ItemStatus::kPending;
   int attempt = 1;
-  json::value inputs;    // while dispatched: what the action was given
-  json::value outputs;   // when done
-  int64_t wake_ms = 0;   // when waiting: the durable timer
-  std::string cls, msg;  // when failed
-  int redispatches = 0;  // times re-dispatched after the daemon stopped while it ran
-  bool secret = false;   // the outputs are a secret (secret_output): sealed at rest
+  json::value inputs;                   // while dispatched: what the action was given
+  json::value outputs;                  // when done
+  int64_t wake_ms = 0;                  // when waiting: the durable timer
+  std::optional<base::ErrorClass> cls;  // when failed
+  std::string msg;                      // when failed
+  int redispatches = 0;                 // times re-dispatched after the daemon stopped while it ran
+  bool secret = false;                  // the outputs are a secret (secret_output): sealed at rest
 };
 
 // A finished action of a state with a compensation, for rollback.

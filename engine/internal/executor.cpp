@@ -483,14 +483,16 @@ struct Engine::Impl {
     const actions::Context& ctx = job->ctx;
     if (job->action == nullptr) {
       out = actions::Outcome::failure(
-          "invalid", "no implementation of action \"" + job->action_name + "\" in this daemon");
+          base::ErrorClass::kInvalid,
+          "no implementation of action \"" + job->action_name + "\" in this daemon");
     } else if (!job->inputs.is_object()) {
-      out = actions::Outcome::failure("invalid", "inputs are not a map");
+      out = actions::Outcome::failure(base::ErrorClass::kInvalid, "inputs are not a map");
     } else {
       try {
         out = job->action->run(job->inputs.get_object(), ctx);
       } catch (const std::exception& e) {
-        out = actions::Outcome::failure("failed", job->action_name + ": " + e.what());
+        out = actions::Outcome::failure(base::ErrorClass::kFailed,
+                                        job->action_name + ": " + e.what());
       }
     }
     if (out.poll_after_ms > 0 && !stopping && !hard_stop) {
@@ -503,9 +505,10 @@ struct Engine::Impl {
         });
         return;
       }
-      out = actions::Outcome::failure("timeout", job->action_name +
-                                                     ": not finished within the state's timeout (" +
-                                                     std::to_string(job->polls + 1) + " polls)");
+      out = actions::Outcome::failure(base::ErrorClass::kTimeout,
+                                      job->action_name +
+                                          ": not finished within the state's timeout (" +
+                                          std::to_string(job->polls + 1) + " polls)");
     }
     asio::post(io, [this, job, out = std::move(out)] {
       on_result(job->id, job->gen, job->item, job->cur, out);
@@ -614,7 +617,7 @@ struct Engine::Impl {
       // Nothing can run; say why and leave it to the operator.
       r->c.cur = 0;
       stepper.fail_temp(
-          *r, "", "invalid",
+          *r, "", base::ErrorClass::kInvalid,
           r->m == nullptr ? "cannot load the operation's machine: " + err : inst.status().message(),
           now());
       r->state = op.state;
@@ -629,7 +632,7 @@ struct Engine::Impl {
         r->c.cur = r->m->start;
         LiveRun& ref = *r;
         runs[op.id] = std::move(r);
-        stepper.fail_temp(ref, "", "invalid", c.status().message(), now());
+        stepper.fail_temp(ref, "", base::ErrorClass::kInvalid, c.status().message(), now());
         flush(ref);
         return;
       }

@@ -184,7 +184,10 @@ class Replayer {
     if (e.kind == "succeeded" || e.kind == "compensated") {
       out = actions::Outcome::success(outputs_of(e));
     } else {
-      out = actions::Outcome::failure(text_of(e.data, "class"), text_of(e.data, "message"));
+      // A class this build does not know replays as "failed", as the live run took it.
+      out = actions::Outcome::failure(
+          base::parse_error_class(text_of(e.data, "class")).value_or(base::ErrorClass::kFailed),
+          text_of(e.data, "message"));
     }
     return true;
   }

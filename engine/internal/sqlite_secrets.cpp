@@ -34,7 +34,10 @@ base::Status SqliteStore::check_key() {
 }
 
 bool SqliteStore::has_sealed_data() {
-  SQLite::Statement q(w_, has_sealed_sql());
+  // SQLite's outputs also ride on events (reseal_event_outputs).
+  SQLite::Statement q(w_, has_sealed_sql() +
+                              " OR EXISTS(SELECT 1 FROM events WHERE instr(outputs, "
+                              "'vnflow-sealed:') > 0)");
   return q.executeStep() && q.getColumn(0).getInt() != 0;
 }
 
@@ -141,6 +144,49 @@ base::Status SqliteStore::delete_vim(std::string_view id) {
   });
 }
 
+// The outputs that ride on events (sqlite_ops.cpp, apply): {state: stored text} objects,
+// each state's text sealed for its own owner. Inside rotate_key's transaction.
+base::Status SqliteStore::reseal_event_outputs() {
+  struct Row {
+    std::string op_id;
+    int64_t seq;
+    std::string outputs;
+  };
+  std::vector<Row> changed;
+  SQLite::Statement q(
+      w_, "SELECT op_id, seq, outputs FROM events WHERE instr(outputs, 'vnflow-sealed:') > 0");
+  while (q.executeStep()) {
+    std::string op_id = text(q, 0);
+    json::value o = parse_or_null(text(q, 2));
+    if (!o.is_object())
+      continue;
+    bool any = false;
+    for (auto& kv : o.get_object()) {
+      if (!kv.value().is_string())
+        continue;
+      std::string t(kv.value().get_string()), out;
+      base::Status rs =
+          sealer_.reseal_text(t, "op/" + op_id + "/output/" + std::string(kv.key()), out);
+      if (!rs.ok())
+        return base::Status::FailedPrecondition("cannot rotate the key: " + rs.message());
+      if (out != t) {
+        kv.value() = out;
+        any = true;
+      }
+    }
+    if (any)
+      changed.push_back({op_id, q.getColumn(1).getInt64(), json::serialize(o)});
+  }
+  for (const auto& r : changed) {
+    SQLite::Statement u(w_, "UPDATE events SET outputs = ?3 WHERE op_id = ?1 AND seq = ?2");
+    u.bind(1, r.op_id);
+    u.bind(2, r.seq);
+    u.bind(3, r.outputs);
+    u.exec();
+  }
+  return base::Status::Ok();
+}
+
 base::Status SqliteStore::rotate_key() {
   if (base::Status s = sealer_.begin_rotation(); !s.ok())
     return s;
@@ -164,6 +210,10 @@ base::Status SqliteStore::rotate_key() {
             u.exec();
           });
       if (!rs.ok()) {
+        rollback_quietly();
+        return rs;
+      }
+      if (rs = reseal_event_outputs(); !rs.ok()) {
         rollback_quietly();
         return rs;
       }

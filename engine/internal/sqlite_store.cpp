@@ -17,7 +17,7 @@ namespace engine::internal {
 
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
 constexpr const char* kSchema = R"SQL(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS outputs(
 CREATE INDEX IF NOT EXISTS ops_by_instance ON ops(instance_id, created_ms);
 CREATE TABLE IF NOT EXISTS events(
   op_id TEXT NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL, kind TEXT NOT NULL,
-  state TEXT, item INTEGER, attempt INTEGER, key TEXT, data TEXT,
+  state TEXT, item INTEGER, attempt INTEGER, key TEXT, data TEXT, outputs TEXT,
   PRIMARY KEY(op_id, seq)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS vims(
   id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, type TEXT NOT NULL,
@@ -119,6 +119,15 @@ base::Status SqliteStore::init() {
           return base::Status::FailedPrecondition(
               "the database was written by a newer vnflow (schema " + std::to_string(v) + ")");
         }
+        q.reset();
+        if (v < 2) {
+          // 1 -> 2: a state's outputs ride on the event row committed with them
+          // (events.outputs) instead of a row of their own in `outputs`.
+          w_.exec("ALTER TABLE events ADD COLUMN outputs TEXT");
+        }
+        if (v < kSchemaVersion)
+          w_.exec("UPDATE meta SET value = '" + std::to_string(kSchemaVersion) +
+                  "' WHERE key = 'schema_version'");
       } else {
         SQLite::Statement ins(w_, "INSERT INTO meta(key, value) VALUES('schema_version', ?)");
         ins.bind(1, std::to_string(kSchemaVersion));
@@ -153,8 +162,8 @@ base::Status SqliteStore::init() {
         w_, "INSERT OR REPLACE INTO outputs(op_id, state, value) VALUES(?, ?, ?)");
     ins_event_ = std::make_unique<SQLite::Statement>(
         w_,
-        "INSERT INTO events(op_id, seq, at_ms, kind, state, item, attempt, key, data)"
-        " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        "INSERT INTO events(op_id, seq, at_ms, kind, state, item, attempt, key, data, outputs)"
+        " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     upd_inst_ = std::make_unique<SQLite::Statement>(
         w_, "UPDATE instances SET instantiation_state = ?2, record = ?3 WHERE id = ?1");
     return base::Status::Ok();

@@ -244,11 +244,11 @@ std::string Stepper::key_for(const Run& r, const State& s, int item, int attempt
   return k + "/" + std::to_string(attempt);
 }
 
-void Stepper::fail_temp(Run& r, const std::string& state, const std::string& cls,
+void Stepper::fail_temp(Run& r, const std::string& state, base::ErrorClass cls,
                         const std::string& raw_msg, int64_t now) {
   now_ = now;
   std::string msg = r.clean(raw_msg);
-  json::object err{{"state", state}, {"class", cls}, {"message", msg}};
+  json::object err{{"state", state}, {"class", base::to_string(cls)}, {"message", msg}};
   r.new_state = OpState::kFailedTemp;
   r.set_error = true;
   r.error_json = json::serialize(err);
@@ -286,7 +286,7 @@ void Stepper::advance(Run& r, int64_t now, bool stopping) {
     return;
   if (r.cancel && (r.state == OpState::kProcessing || r.state == OpState::kStarting) &&
       running_items(r) == 0) {
-    fail_temp(r, r.m->states[static_cast<size_t>(r.c.cur)].name, "cancelled",
+    fail_temp(r, r.m->states[static_cast<size_t>(r.c.cur)].name, base::ErrorClass::kCancelled,
               "cancelled by the operator", now_);
   } else if (r.state == OpState::kRollingBack) {
     step_rollback(r);
@@ -299,7 +299,8 @@ void Stepper::step_forward(Run& r) {
   const Machine& m = *r.m;
   for (int guard = 0; guard < 10000; ++guard) {
     if (r.c.cur < 0 || static_cast<size_t>(r.c.cur) >= m.states.size()) {
-      fail_temp(r, "", "invalid", "the operation's position is not a state of its machine", now_);
+      fail_temp(r, "", base::ErrorClass::kInvalid,
+                "the operation's position is not a state of its machine", now_);
       return;
     }
     const State& s = m.states[static_cast<size_t>(r.c.cur)];
@@ -309,7 +310,7 @@ void Stepper::step_forward(Run& r) {
         for (const auto& c : s.choices) {
           auto v = workflows::evaluate(*c.expr, scope(r, s, -1));
           if (!v.ok() || !v.value().is_bool()) {
-            fail_temp(r, s.name, "invalid",
+            fail_temp(r, s.name, base::ErrorClass::kInvalid,
                       "when ${" + c.condition +
                           "}: " + (v.ok() ? std::string("not a boolean") : v.status().message()),
                       now_);
@@ -340,14 +341,14 @@ void Stepper::step_forward(Run& r) {
       case StateKind::kFail: {
         auto v = s.message.evaluate(scope(r, s, -1));
         std::string msg = v.ok() ? workflows_interpolate(v.value()) : v.status().message();
-        fail_temp(r, s.name, "failed", msg, now_);
+        fail_temp(r, s.name, base::ErrorClass::kFailed, msg, now_);
         return;
       }
       case StateKind::kWait: {
         if (!r.c.started) {
           auto v = s.wait_seconds.evaluate(scope(r, s, -1));
           if (!v.ok() || !v.value().is_number()) {
-            fail_temp(r, s.name, "invalid",
+            fail_temp(r, s.name, base::ErrorClass::kInvalid,
                       "wait: " + (v.ok() ? std::string("not a number") : v.status().message()),
                       now_);
             return;
@@ -373,8 +374,8 @@ void Stepper::step_forward(Run& r) {
         continue;
     }
   }
-  fail_temp(r, "", "invalid", "more than 10000 steps without a side effect: a loop of choices?",
-            now_);
+  fail_temp(r, "", base::ErrorClass::kInvalid,
+            "more than 10000 steps without a side effect: a loop of choices?", now_);
 }
 
 // Returns true when the run moved to another state (keep stepping).
@@ -383,7 +384,7 @@ bool Stepper::step_action(Run& r, const State& s) {
     if (s.for_each_expr) {
       auto v = workflows::evaluate(*s.for_each_expr, scope(r, s, -1));
       if (!v.ok() || !v.value().is_array()) {
-        fail_temp(r, s.name, "invalid",
+        fail_temp(r, s.name, base::ErrorClass::kInvalid,
                   "for_each ${" + s.for_each +
                       "}: " + (v.ok() ? std::string("not a list") : v.status().message()),
                   now_);
@@ -424,21 +425,21 @@ bool Stepper::step_action(Run& r, const State& s) {
     int item_no = s.for_each.empty() ? -1 : static_cast<int>(i);
     if (!in.ok() || !in.value().is_object()) {
       it.status = ItemStatus::kFailed;
-      it.cls = "invalid";
+      it.cls = base::ErrorClass::kInvalid;
       it.msg = "inputs: " + (in.ok() ? std::string("not a map") : in.status().message());
       event(r, "failed", s.name, item_no, it.attempt, "",
-            json::object{{"class", it.cls}, {"message", it.msg}});
+            json::object{{"class", base::to_string(*it.cls)}, {"message", it.msg}});
       any_failed = true;
       continue;
     }
     if (holds_sealed(in.value())) {
       it.status = ItemStatus::kFailed;
-      it.cls = "invalid";
+      it.cls = base::ErrorClass::kInvalid;
       it.msg =
           "inputs: a sealed value could not be opened (a wrong key, or a value moved from "
           "another record); sealed values are never handed to an action";
       event(r, "failed", s.name, item_no, it.attempt, "",
-            json::object{{"class", it.cls}, {"message", it.msg}});
+            json::object{{"class", base::to_string(*it.cls)}, {"message", it.msg}});
       any_failed = true;
       continue;
     }
@@ -478,12 +479,12 @@ bool Stepper::step_action(Run& r, const State& s) {
     if (s.on_failure >= 0) {
       event(r, "on_failure", s.name, -1, 0, "",
             json::object{{"next", r.m->states[static_cast<size_t>(s.on_failure)].name},
-                         {"class", bad->cls},
+                         {"class", base::to_string(*bad->cls)},
                          {"message", bad->msg}});
       goto_state(r, s.on_failure);
       return true;
     }
-    fail_temp(r, s.name, bad->cls, bad->msg, now_);
+    fail_temp(r, s.name, *bad->cls, bad->msg, now_);
     return false;
   }
   bool all_done = true;
@@ -565,15 +566,17 @@ void Stepper::finish_item(Run& r, const State& s, int i, const actions::Outcome&
                    : r.hist(out.outputs));
     return;
   }
-  bool retryable =
-      std::find(s.retry.on.begin(), s.retry.on.end(), out.error_class) != s.retry.on.end() &&
-      out.error_class != "invalid" && it.attempt < s.retry.attempts;
+  bool retryable = std::find(s.retry.on.begin(), s.retry.on.end(),
+                             base::to_string(out.error_class)) != s.retry.on.end() &&
+                   out.error_class != base::ErrorClass::kInvalid && it.attempt < s.retry.attempts;
   if (retryable) {
     double delay = s.retry.delay_after(it.attempt);
     it.status = ItemStatus::kWaiting;
     it.wake_ms = now_ + static_cast<int64_t>(delay * 1000);
     event(r, "retry_scheduled", s.name, item_no, it.attempt, "",
-          json::object{{"class", out.error_class}, {"message", out.message}, {"delay_s", delay}});
+          json::object{{"class", base::to_string(out.error_class)},
+                       {"message", out.message},
+                       {"delay_s", delay}});
     it.attempt++;
     return;
   }
@@ -581,7 +584,7 @@ void Stepper::finish_item(Run& r, const State& s, int i, const actions::Outcome&
   it.cls = out.error_class;
   it.msg = r.clean(out.message);
   event(r, "failed", s.name, item_no, it.attempt, "",
-        json::object{{"class", out.error_class}, {"message", it.msg}});
+        json::object{{"class", base::to_string(out.error_class)}, {"message", it.msg}});
 }
 
 void Stepper::step_rollback(Run& r) {
@@ -599,7 +602,7 @@ void Stepper::step_rollback(Run& r) {
     if (it.status == ItemStatus::kDispatched)
       return;
     if (it.status == ItemStatus::kFailed) {
-      fail_temp(r, s.name, it.cls, "compensation: " + it.msg, now_);
+      fail_temp(r, s.name, *it.cls, "compensation: " + it.msg, now_);
       return;
     }
     if (it.status == ItemStatus::kDone) {
@@ -621,7 +624,7 @@ void Stepper::step_rollback(Run& r) {
     int item_no = s.for_each.empty() ? -1 : d.item;
     if (!in.ok() || !in.value().is_object()) {
       it.status = ItemStatus::kFailed;
-      it.cls = "invalid";
+      it.cls = base::ErrorClass::kInvalid;
       it.msg = "inputs: " + (in.ok() ? std::string("not a map") : in.status().message());
       continue;
     }
@@ -661,12 +664,12 @@ bool Stepper::poisoned(Run& r, Item& it, const std::string& state, int item_no) 
   if (it.redispatches <= max_redispatch_)
     return false;
   it.status = ItemStatus::kFailed;
-  it.cls = "failed";
+  it.cls = base::ErrorClass::kFailed;
   it.msg = "re-dispatched " + std::to_string(it.redispatches - 1) +
            " times after the daemon stopped while this step ran (it may be what stops the "
            "daemon); not dispatched again: `vnflow op retry` runs it again, `op fail` gives up";
   event(r, "failed", state, item_no, it.attempt, "",
-        json::object{{"class", it.cls}, {"message", it.msg}});
+        json::object{{"class", base::to_string(*it.cls)}, {"message", it.msg}});
   return true;
 }
 
@@ -691,7 +694,7 @@ void Stepper::result(Run& r, int cur, int i, const actions::Outcome& out, int64_
       it.cls = out.error_class;
       it.msg = r.clean(out.message);
       event(r, "failed", s.name, item_no, it.attempt, "",
-            json::object{{"class", out.error_class}, {"message", it.msg}});
+            json::object{{"class", base::to_string(out.error_class)}, {"message", it.msg}});
     }
     return;
   }
@@ -733,7 +736,7 @@ std::vector<std::string> Stepper::resume(Run& r, OpState stored, int64_t now, bo
         it.status = ItemStatus::kPending;
         it.attempt++;
         it.redispatches = 0;
-        it.cls.clear();
+        it.cls.reset();
         it.msg.clear();
       }
     }
@@ -773,7 +776,7 @@ std::vector<std::string> Stepper::resume(Run& r, OpState stored, int64_t now, bo
         if (poisoned(r, r.c.items[i], s.name, item_no)) {
           poisoned_states.push_back(s.name);
           r.to_start.clear();
-          fail_temp(r, s.name, "failed", r.c.items[i].msg, now);
+          fail_temp(r, s.name, base::ErrorClass::kFailed, r.c.items[i].msg, now);
           return poisoned_states;
         }
         r.to_start.push_back(static_cast<int>(i));

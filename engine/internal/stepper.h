@@ -95,8 +95,8 @@ class Stepper {
   // An operator's cancel arrived. Then advances.
   void cancel(Run& r, int64_t now, bool stopping);
   // Ends the operation in FAILED_TEMP with the reason.
-  void fail_temp(Run& r, const std::string& state, const std::string& cls,
-                 const std::string& raw_msg, int64_t now);
+  void fail_temp(Run& r, const std::string& state, base::ErrorClass cls, const std::string& raw_msg,
+                 int64_t now);
 
   // The idempotency key of one call: "<op>/<state>[@<visit>][<item>][/rollback]/<attempt>".
   static std::string key_for(const Run& r, const workflows::State& s, int item, int attempt,

@@ -135,7 +135,7 @@ TEST_CASE("ssh.exec: password and key authentication, exit status, outputs, pinn
 
   auto bad = exec(a, "echo 'it broke' >&2; exit 3");
   CHECK_FALSE(bad.ok);
-  CHECK(bad.error_class == "failed");
+  CHECK(bad.error_class == base::ErrorClass::kFailed);
   CHECK(bad.message.find("exit status 3") != std::string::npos);
   CHECK(bad.message.find("it broke") != std::string::npos);
   CHECK(exec(a, "exit 3", true, json::object{{"success_codes", json::array{0, 3}}}).ok);
@@ -187,7 +187,7 @@ TEST_CASE("ssh.exec: a command past the state's deadline is killed on the VM") {
   auto slow = exec(a, "sleep 37", true, {}, context("slow", 1500));
   auto took = Clock::now() - t0;
   CHECK_FALSE(slow.ok);
-  CHECK(slow.error_class == "timeout");
+  CHECK(slow.error_class == base::ErrorClass::kTimeout);
   CHECK(took < std::chrono::seconds(5));
   // The remote process is gone (the channel was signalled and closed).
   std::string left;
@@ -220,7 +220,7 @@ TEST_CASE("host keys: pinned, changed, known_hosts") {
   wrong.host_keys[a + ":22"] = "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
   auto refused = exec(a, "true", true, {}, wrong);
   CHECK_FALSE(refused.ok);
-  CHECK(refused.error_class == "invalid");
+  CHECK(refused.error_class == base::ErrorClass::kInvalid);
   CHECK(refused.message.find("host key changed") != std::string::npos);
   // A pooled session does not bypass the check either.
   REQUIRE(exec(a, "true").ok);
@@ -253,7 +253,7 @@ TEST_CASE("secrets stay out of messages; bad credentials are not retried") {
   in["command"] = "true";
   auto r = run("ssh.exec", in, context("badpw"));
   CHECK_FALSE(r.ok);
-  CHECK(r.error_class == "invalid");
+  CHECK(r.error_class == base::ErrorClass::kInvalid);
   CHECK(r.message.find("refused") != std::string::npos);
   CHECK(r.message.find("wrong-Pa55word") == std::string::npos);
   // sudo with a password goes through stdin, not the command line.
@@ -275,7 +275,8 @@ TEST_CASE("connections: retried while the VM boots, pooled, parallel, refreshed 
     auto t0 = Clock::now();
     auto r = exec(E().down, "true", true, json::object{{"connect_within", 2}});
     CHECK_FALSE(r.ok);
-    CHECK((r.error_class == "transient" || r.error_class == "timeout"));
+    CHECK((r.error_class == base::ErrorClass::kTransient ||
+           r.error_class == base::ErrorClass::kTimeout));
     CHECK(Clock::now() - t0 >= std::chrono::milliseconds(1500));
     CHECK(Clock::now() - t0 < std::chrono::seconds(15));
   }
@@ -408,11 +409,11 @@ TEST_CASE("ssh.put / ssh.get: content, package files, sudo, verify, idempotent r
   REQUIRE(exec(a, "rm -f ~/.vnflow-sftp-dies").ok);
   INFO(dropped.message);
   CHECK_FALSE(dropped.ok);
-  CHECK(dropped.error_class == "transient");
+  CHECK(dropped.error_class == base::ErrorClass::kTransient);
   CHECK(dropped.message.find("connection was lost") != std::string::npos);
   INFO(dropped_get.message);
   CHECK_FALSE(dropped_get.ok);
-  CHECK(dropped_get.error_class == "transient");
+  CHECK(dropped_get.error_class == base::ErrorClass::kTransient);
   CHECK(run("ssh.put", lost, context("put-after-lost")).ok);
 
   json::object missing = target(a, true);
@@ -420,7 +421,7 @@ TEST_CASE("ssh.put / ssh.get: content, package files, sudo, verify, idempotent r
   missing["source"] = "Files/none";
   auto nf = run("ssh.put", missing, ctx);
   CHECK_FALSE(nf.ok);
-  CHECK(nf.error_class == "invalid");
+  CHECK(nf.error_class == base::ErrorClass::kInvalid);
 }
 
 namespace {
@@ -535,11 +536,11 @@ TEST_CASE(
     INFO(b.path);
     auto p = put(a, b.path);
     CHECK_FALSE(p.ok);
-    CHECK(p.error_class == "invalid");
+    CHECK(p.error_class == base::ErrorClass::kInvalid);
     CHECK(p.message.find(b.why) != std::string::npos);
     auto g = get(b.path);
     CHECK_FALSE(g.ok);
-    CHECK(g.error_class == "invalid");
+    CHECK(g.error_class == base::ErrorClass::kInvalid);
     CHECK(g.message.find(b.why) != std::string::npos);
   }
   CHECK(out_of(exec(a, "test -e ~/x || test -e ~/vnflow/relative.txt && echo found || true")) ==
@@ -548,7 +549,7 @@ TEST_CASE(
   if (!E().down.empty()) {
     auto t0 = Clock::now();
     auto p = put(E().down, "../x");
-    CHECK(p.error_class == "invalid");
+    CHECK(p.error_class == base::ErrorClass::kInvalid);
     CHECK(Clock::now() - t0 < std::chrono::seconds(2));
   }
   // "//" and "." components are dropped; the output names the normal path.

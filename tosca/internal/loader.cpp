@@ -1238,13 +1238,12 @@ void Loader::sol001_policy_checks(const Document* doc, Node topology, Flavour& f
     }
   }
   // A step delta no VduScalingAspectDeltas defines scales nothing. Tacker never checks it,
-  // so it is a warning unless the undeclared-step-delta quirk is off (--strict).
+  // so it is a warning.
   for (const auto& [aspect, item] : step_nodes) {
     if (misnamed_aspect || defined.count({aspect, str(item)}))
       continue;
     base::Diagnostic d;
-    d.severity =
-        opt_.quirk_undeclared_step_delta ? base::Severity::kWarning : base::Severity::kError;
+    d.severity = base::Severity::kWarning;
     d.code = "T0071";
     d.where = item.location();
     d.message = "aspect \"" + aspect + "\": step delta \"" + str(item) +

@@ -231,7 +231,8 @@ Result instantiate(Fault f, std::function<bool(int)> faulty) {
         clock.advance(std::chrono::milliseconds(out.poll_after_ms));
       }
       if (out.ok || attempt == p.attempts ||
-          (out.error_class != "transient" && out.error_class != "timeout"))
+          (out.error_class != base::ErrorClass::kTransient &&
+           out.error_class != base::ErrorClass::kTimeout))
         break;
       double d = static_cast<double>(p.backoff_ms);
       for (int i = 1; i < attempt; ++i)
@@ -282,7 +283,7 @@ TEST_CASE("heat create: one failed call anywhere is retried to the same single s
     for (int n = 1;; ++n) {
       auto r = instantiate(f, [n](int call) { return call == n; });
       INFO(name(f) << " on call " << n << " of " << r.calls << ": " << r.state << ": "
-                   << r.out.error_class << " " << r.out.message);
+                   << base::to_string(r.out.error_class) << " " << r.out.message);
       CHECK(r.out.ok);
       CHECK(r.creates == 1);
       if (r.out.ok) {
@@ -308,13 +309,15 @@ TEST_CASE("heat create: calls failing from the Nth on end in one failure that na
     int clean_calls = instantiate(f, [](int) { return false; }).calls;
     for (int n = 1; n <= clean_calls; ++n) {
       auto r = instantiate(f, [n](int call) { return call >= n; });
-      INFO(name(f) << " from call " << n << ": " << r.state << ": " << r.out.error_class << " "
-                   << r.out.message);
+      INFO(name(f) << " from call " << n << ": " << r.state << ": "
+                   << base::to_string(r.out.error_class) << " " << r.out.message);
       CHECK(r.creates <= 1);
       CHECK(r.seconds < 5);
       REQUIRE_FALSE(r.out.ok);
       // The wait state keeps polling through transient errors until its own timeout.
-      std::string cls = f == Fault::kTimeout || r.state == "wait_create" ? "timeout" : "transient";
+      base::ErrorClass cls = f == Fault::kTimeout || r.state == "wait_create"
+                                 ? base::ErrorClass::kTimeout
+                                 : base::ErrorClass::kTransient;
       CHECK(r.out.error_class == cls);
       const char* action = r.state == "create_stack"  ? "heat.stack.create"
                            : r.state == "wait_create" ? "heat.stack.wait"
@@ -344,7 +347,7 @@ TEST_CASE("heat: hostile answers end in a located failure, without the password"
   auto out = registry.find("heat.stack.outputs")
                  ->run(json::object{{"vim_id", "vim-1"}, {"stack", "vnf-1/id-1"}}, ctx);
   REQUIRE_FALSE(out.ok);
-  CHECK(out.error_class == "invalid");
+  CHECK(out.error_class == base::ErrorClass::kInvalid);
   CHECK(out.message.find("Keystone authentication at http://keystone.test/v3") !=
         std::string::npos);
   CHECK(out.message.find("password ***") != std::string::npos);

@@ -435,3 +435,101 @@ TEST_CASE("the key rotates: every sealed value re-sealed, an interrupted rotatio
   CHECK(slurp(key) == new_key);
   CHECK(f.store->get_vim("vim-r", true).value().access.at("password") == "vim-pw-r");
 }
+
+namespace {
+
+// local-demo whose instantiate_end hook is two local.exec states (their outputs are what
+// the RecordingExec answers).
+fs::path two_exec_package(const TempDir& dir) {
+  fs::path pkg = dir.path / "pkg";
+  fs::copy(source_root() + "/csar-samples/local-demo", pkg, fs::copy_options::recursive);
+  fs::remove(pkg / "local-demo.mf");
+  std::string meta = slurp(pkg / "TOSCA-Metadata" / "TOSCA.meta"), out;
+  std::istringstream lines(meta);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("ETSI-Entry-Manifest", 0) != 0 && line.rfind("Entry-Manifest", 0) != 0)
+      out += line + "\n";
+  std::ofstream(pkg / "TOSCA-Metadata" / "TOSCA.meta") << out;
+  std::ofstream(pkg / "Workflows" / "instantiate_end.yaml") << R"(description: two steps
+start: first
+states:
+  first:
+    action: local.exec
+    with:
+      shell: "true"
+    timeout: 10s
+    next: second
+  second:
+    action: local.exec
+    with:
+      shell: "true"
+    timeout: 10s
+    next: done
+  done:
+    succeed: true
+)";
+  return pkg;
+}
+
+}  // namespace
+
+TEST_CASE("state outputs: sealed at rest, read back after a restart and a key rotation") {
+  TempDir pkgdir;
+  Fixture f(two_exec_package(pkgdir).string());
+  // Every local.exec of the sample answers with the request's password: outputs that
+  // repeat a known secret are sealed whole.
+  auto op = f.request("instantiate", f.instantiate_request(R"(, "db_password": "out-pw-Q7")"));
+  REQUIRE(op.ok());
+  f.run("out-pw-Q7");
+  INFO(json::serialize(f.store->get_op(op.value().id).value().error));
+  REQUIRE(f.state(op.value().id) == OpState::kCompleted);
+  auto read = [&] {
+    auto o = f.store->outputs(op.value().id);
+    REQUIRE(o.ok());
+    return std::move(o).value();
+  };
+  json::object before = read();
+  REQUIRE(!before.empty());
+  int echoed = 0;
+  for (const auto& kv : before)
+    if (kv.value().is_object() && kv.value().get_object().contains("stdout")) {
+      CHECK(kv.value().at("stdout") == "out-pw-Q7");
+      ++echoed;
+    }
+  CHECK(echoed > 0);
+  CHECK(vnflow_test::at_rest(f.tdb).find("out-pw-Q7") == std::string::npos);
+  if (!vnflow_test::on_postgres()) {
+    // SQLite keeps them on the events that finished their states: no row of their own.
+    CHECK(sql_text(f.db, "SELECT count(*) FROM outputs") == "0");
+    CHECK(sql_text(f.db, "SELECT count(*) FROM events WHERE outputs IS NOT NULL") != "0");
+  }
+  f.reopen();
+  CHECK(read() == before);
+  REQUIRE(f.store->rotate_key().ok());
+  f.reopen();
+  CHECK(read() == before);
+  CHECK(vnflow_test::at_rest(f.tdb).find("out-pw-Q7") == std::string::npos);
+}
+
+TEST_CASE("a schema 1 database is brought to schema 2 when opened") {
+  if (vnflow_test::on_postgres()) {
+    WARN("skipped on PostgreSQL: SQLite's schema versions");
+    return;
+  }
+  TempDir pkgdir;
+  Fixture f(two_exec_package(pkgdir).string());
+  f.store.reset();
+  // Schema 1 had no events.outputs column.
+  sql(f.db,
+      "ALTER TABLE events DROP COLUMN outputs;"
+      "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
+  f.reopen();
+  CHECK(sql_text(f.db, "SELECT value FROM meta WHERE key = 'schema_version'") == "2");
+  CHECK(sql_text(f.db, "SELECT count(*) FROM pragma_table_info('events') WHERE name = 'outputs'") ==
+        "1");
+  auto op = f.request("instantiate", f.instantiate_request());
+  REQUIRE(op.ok());
+  f.run();
+  CHECK(f.state(op.value().id) == OpState::kCompleted);
+  CHECK(!f.store->outputs(op.value().id).value().empty());
+}

@@ -93,7 +93,7 @@ TEST_CASE("stepper: retry backoff and a durable wait run on the time given, not 
   CHECK(key == "op-1/instantiate_end.call/1");
 
   // A failure: the policy waits 10 s, then 20 s. The wake-up asked for is exactly that.
-  st.result(r, r.c.cur, 0, actions::Outcome::failure("failed", "exit 1"), t0 + 5);
+  st.result(r, r.c.cur, 0, actions::Outcome::failure(base::ErrorClass::kFailed, "exit 1"), t0 + 5);
   CHECK(take(r) == std::vector<std::string>{"retry_scheduled instantiate_end.call"});
   st.advance(r, t0 + 5, false);
   CHECK(r.timer_at == t0 + 5 + 10'000);
@@ -104,7 +104,8 @@ TEST_CASE("stepper: retry backoff and a durable wait run on the time given, not 
   st.advance(r, t0 + 10'005, false);
   CHECK(take(r) == std::vector<std::string>{"dispatched instantiate_end.call"});
   CHECK(r.c.items[0].attempt == 2);
-  st.result(r, r.c.cur, 0, actions::Outcome::failure("failed", "exit 1"), t0 + 10'010);
+  st.result(r, r.c.cur, 0, actions::Outcome::failure(base::ErrorClass::kFailed, "exit 1"),
+            t0 + 10'010);
   st.advance(r, t0 + 10'010, false);
   take(r);
   CHECK(r.timer_at == t0 + 10'010 + 20'000);
@@ -146,7 +147,7 @@ TEST_CASE("stepper: the same inputs give the same decisions (no hidden state, no
     };
     st.resume(r, OpState::kStarting, 100, false);
     keep();
-    st.result(r, r.c.cur, 0, actions::Outcome::failure("failed", "no"), 200);
+    st.result(r, r.c.cur, 0, actions::Outcome::failure(base::ErrorClass::kFailed, "no"), 200);
     st.advance(r, 200, false);
     keep();
     st.advance(r, 10'200, false);
