@@ -87,6 +87,20 @@ std::string to_string(const Diagnostic& d) {
 }
 
 void Diagnostics::add(Diagnostic d) {
+  if (cap_ > 0) {
+    Kind& k = kinds_[{d.code, d.severity}];
+    if (++k.seen > cap_) {
+      std::string summary = "\u2026 and " + std::to_string(k.seen - cap_) +
+                            " more like this (the first " + std::to_string(cap_) + " are shown)";
+      if (k.seen > cap_ + 1) {
+        items_[k.summary].message = std::move(summary);
+        return;
+      }
+      k.summary = items_.size();
+      d.message = std::move(summary);
+      d.notes.clear();
+    }
+  }
   if (d.severity == Severity::kError) {
     ++errors_;
   }
@@ -380,13 +394,15 @@ std::string printable(std::string_view s, PrintMode mode) {
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
     unsigned char c = static_cast<unsigned char>(s[i]);
-    if (mode == PrintMode::kJson && (c < 0x7f || (c > 0x7f && utf8_length(s, i) == 0))) {
+    if (mode == PrintMode::kJson && c < 0x7f) {
       out += static_cast<char>(c);  // JSON's own escapes stand; not ours to judge
       ++i;
       continue;
     }
-    if (mode == PrintMode::kJson && c == 0x7f) {
-      out += "\\u007f";
+    if (mode == PrintMode::kJson && (c == 0x7f || utf8_length(s, i) == 0)) {
+      // DEL; or a byte that is not UTF-8 (a folder package's file name), which would make
+      // the document invalid JSON: read as the Latin-1 character of that byte.
+      append_hex(out, "\\u", c, 4);
       ++i;
       continue;
     }

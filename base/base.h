@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -164,10 +165,21 @@ class Diagnostics {
   std::vector<Diagnostic> sorted() const;
   // Appends every diagnostic of `other`.
   void merge(const Diagnostics& other);
+  // Keeps at most `n` findings of one kind (code and severity); the rest are only counted,
+  // in one more finding "… and N more like this (the first n are shown)" where the first
+  // one left out was. 0 (the default) keeps all. Bounds what hostile input can make a
+  // checker spend on findings.
+  void cap_per_kind(size_t n) { cap_ = n; }
 
  private:
+  struct Kind {
+    size_t seen = 0;
+    size_t summary = 0;  // index of the "… and N more" finding
+  };
   std::vector<Diagnostic> items_;
   size_t errors_ = 0;
+  size_t cap_ = 0;
+  std::map<std::pair<std::string, Severity>, Kind> kinds_;
 };
 
 // Closest candidate within a small edit distance, for "did you mean" hints; empty if none.
@@ -227,7 +239,8 @@ std::string shell_quote(std::string_view s);
 //   kLine   everything above (one line of output)
 //   kLines  the same, but newlines and tabs are kept (multi-line text such as hook output)
 //   kJson   serialized JSON, whose strings are already escaped: only DEL, C1 and the bidi
-//           controls, as \u escapes (the same characters to a JSON reader)
+//           controls, as \u escapes (the same characters to a JSON reader), and bytes that
+//           are not UTF-8, as the Latin-1 character of the byte (the document stays valid)
 enum class PrintMode { kLine, kLines, kJson };
 std::string printable(std::string_view s, PrintMode mode = PrintMode::kLine);
 

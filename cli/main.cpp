@@ -163,6 +163,7 @@ tosca::LoadOptions options_from(const Args& a) {
   o.verify_digests = a.digests;
   if (a.strict) {
     o.quirk_artifact_path_from_root = false;
+    o.quirk_undeclared_step_delta = false;
   }
   return o;
 }
@@ -636,129 +637,19 @@ std::string synopsis(const std::string& usage) {
   return end == std::string::npos ? usage : usage.substr(0, end + 1);
 }
 
-// The length of the UTF-8 sequence starting at s[i], 0 when it is not one (overlong forms,
-// surrogates and code points above U+10FFFF are not).
-size_t utf8_length(std::string_view s, size_t i) {
-  auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c = at(i);
-  size_t n = c >= 0xc2 && c <= 0xdf   ? 2
-             : c >= 0xe0 && c <= 0xef ? 3
-             : c >= 0xf0 && c <= 0xf4 ? 4
-                                      : 0;
-  if (n == 0 || i + n > s.size())
-    return 0;
-  unsigned char lo = 0x80, hi = 0xbf;  // the range of the second byte
-  if (c == 0xe0)
-    lo = 0xa0;
-  else if (c == 0xed)
-    hi = 0x9f;
-  else if (c == 0xf0)
-    lo = 0x90;
-  else if (c == 0xf4)
-    hi = 0x8f;
-  if (at(i + 1) < lo || at(i + 1) > hi)
-    return 0;
-  for (size_t k = 2; k < n; ++k) {
-    if (at(i + k) < 0x80 || at(i + k) > 0xbf)
-      return 0;
-  }
-  return n;
-}
-
-// The code point of a valid sequence of `n` bytes at s[i].
-uint32_t code_point(std::string_view s, size_t i, size_t n) {
-  auto at = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(s[k])); };
-  uint32_t cp = at(i) & (n == 2 ? 0x1f : n == 3 ? 0x0f : 0x07);
-  for (size_t k = 1; k < n; ++k)
-    cp = (cp << 6) | (at(i + k) & 0x3f);
-  return cp;
-}
-
-// C1 controls and the bidirectional embeddings, overrides and isolates (which reorder what
-// follows them on the screen).
-bool hidden_control(uint32_t cp) {
-  return (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
-         (cp >= 0x2066 && cp <= 0x2069);
-}
-
-void append_hex(std::string& out, const char* prefix, uint32_t v, int digits) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += prefix;
-  for (int d = digits - 1; d >= 0; --d)
-    out += kHex[(v >> (4 * d)) & 0xf];
-}
-
-std::string escape(std::string_view s, bool keep_lines) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) {
-      if (keep_lines && (c == '\n' || c == '\t'))
-        out += static_cast<char>(c);
-      else if (c == '\n')
-        out += "\\n";
-      else if (c == '\r')
-        out += "\\r";
-      else if (c == '\t')
-        out += "\\t";
-      else
-        append_hex(out, "\\x", c, 2);
-      ++i;
-      continue;
-    }
-    if (c < 0x80) {
-      out += static_cast<char>(c);
-      ++i;
-      continue;
-    }
-    size_t n = utf8_length(s, i);
-    if (n == 0) {
-      append_hex(out, "\\x", c, 2);  // not UTF-8: a lone 0x9b is CSI to some terminals
-      ++i;
-      continue;
-    }
-    uint32_t cp = code_point(s, i, n);
-    if (hidden_control(cp))
-      append_hex(out, "\\u", cp, 4);
-    else
-      out.append(s.substr(i, n));
-    i += n;
-  }
-  return out;
-}
-
 }  // namespace
 
+// The escaping rules live in base::printable (diagnostics use them too).
 std::string printable(std::string_view s) {
-  return escape(s, false);
+  return base::printable(s);
 }
 
 std::string printable_text(std::string_view s) {
-  return escape(s, true);
+  return base::printable(s, base::PrintMode::kLines);
 }
 
 std::string json_safe(std::string_view text) {
-  // Raw DEL, C1 and bidi controls can only be inside strings in serialized JSON, where
-  // \u00HH means the same character.
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    size_t n = c >= 0x80 ? utf8_length(text, i) : 0;
-    if (c == 0x7f) {
-      out += "\\u007f";
-      ++i;
-    } else if (n > 0 && hidden_control(code_point(text, i, n))) {
-      append_hex(out, "\\u", code_point(text, i, n), 4);
-      i += n;
-    } else {
-      size_t len = n > 0 ? n : 1;
-      out.append(text.substr(i, len));
-      i += len;
-    }
-  }
-  return out;
+  return base::printable(text, base::PrintMode::kJson);
 }
 
 std::string json_text(const json::value& v) {
@@ -766,14 +657,8 @@ std::string json_text(const json::value& v) {
 }
 
 void print_diags(const base::Diagnostics& diags) {
-  for (auto d : diags.sorted()) {
-    d.where.file = printable(d.where.file);
-    d.message = printable(d.message);
-    d.code = printable(d.code);
-    for (auto& n : d.notes)
-      n = printable(n);
-    std::cerr << base::to_string(d) << "\n";
-  }
+  for (const auto& d : diags.sorted())
+    std::cerr << base::to_string(d) << "\n";  // every field made printable there
 }
 
 int fail(const base::Status& s) {

@@ -88,14 +88,15 @@ std::string to_yaml_flow(Node n);
 // ---------------------------------------------------------------------------------------
 // Options
 
-// Bounds that make hostile input fail fast with a clear diagnostic.
+// Bounds that make hostile input fail fast with a clear diagnostic. Budgets hold for the
+// whole package, not per file.
 struct Limits {
   uint64_t max_entries = 10000;           // files in a package
   uint64_t max_total_bytes = 8ull << 30;  // uncompressed size of the whole package
   uint64_t max_compression_ratio = 200;   // per zip entry, for entries over 1 MiB
-  uint64_t max_text_bytes = 16ull << 20;  // one YAML/meta/manifest file
+  uint64_t max_text_bytes = 16ull << 20;  // one meta/manifest file; all YAML files together
   uint32_t max_yaml_depth = 64;           // nesting of YAML collections
-  uint64_t max_yaml_nodes = 2'000'000;    // nodes after alias expansion, per file
+  uint64_t max_yaml_nodes = 2'000'000;    // nodes after alias expansion, all YAML files
   uint32_t max_import_depth = 32;
 };
 
@@ -106,6 +107,10 @@ struct LoadOptions {
   // relative to its template is looked up relative to the package root, as Tacker's
   // v1 drivers write them ("Scripts/x.py" inside Definitions/*.yaml).
   bool quirk_artifact_path_from_root = true;
+  // undeclared-step-delta: a ScalingAspects step_deltas entry that no
+  // VduScalingAspectDeltas policy defines is a warning (Tacker never checks it), not an
+  // error.
+  bool quirk_undeclared_step_delta = true;
   // Verify manifest / TOSCA.meta digests (reads every listed file).
   bool verify_digests = true;
 };

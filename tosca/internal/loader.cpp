@@ -1238,12 +1238,13 @@ void Loader::sol001_policy_checks(const Document* doc, Node topology, Flavour& f
     }
   }
   // A step delta no VduScalingAspectDeltas defines scales nothing. Tacker never checks it,
-  // so it is a warning.
+  // so it is a warning unless the undeclared-step-delta quirk is off (--strict).
   for (const auto& [aspect, item] : step_nodes) {
     if (misnamed_aspect || defined.count({aspect, str(item)}))
       continue;
     base::Diagnostic d;
-    d.severity = base::Severity::kWarning;
+    d.severity =
+        opt_.quirk_undeclared_step_delta ? base::Severity::kWarning : base::Severity::kError;
     d.code = "T0071";
     d.where = item.location();
     d.message = "aspect \"" + aspect + "\": step delta \"" + str(item) +
@@ -1659,36 +1660,14 @@ void Loader::run() {
 
 }  // namespace internal
 
-void internal::cap_findings(const base::Diagnostics& found, uint32_t max_per_kind,
-                            base::Diagnostics& diags) {
-  // Findings of one kind (code and severity) past the cap become one "... and N more".
-  std::map<std::pair<std::string, base::Severity>, size_t> seen;
-  std::map<std::pair<std::string, base::Severity>, base::Diagnostic> more;
-  for (const auto& d : found.items()) {
-    size_t n = ++seen[{d.code, d.severity}];
-    if (max_per_kind == 0 || n <= max_per_kind) {
-      diags.add(d);
-    } else if (n == max_per_kind + 1) {
-      more[{d.code, d.severity}] = d;  // the summary stands where the first left out was
-    }
-  }
-  for (auto& [kind, d] : more) {
-    size_t left = seen[kind] - max_per_kind;
-    d.message = "… and " + std::to_string(left) + " more like this (the first " +
-                std::to_string(max_per_kind) + " are shown)";
-    d.notes.clear();
-    diags.add(std::move(d));
-  }
-}
-
 namespace {
 
-// Findings of one kind shown for a package; the rest are counted ("... and N more"), so a
-// manifest of 100,000 absent files prints 51 lines, not 100,001.
+// Findings of one kind shown for a package; the rest are only counted ("… and N more"), so
+// a manifest of 100,000 absent files prints 51 lines, not 100,001, and keeps 51 in memory.
 constexpr uint32_t kMaxFindingsPerKind = 50;
 
-std::shared_ptr<const Package> load_uncapped(std::unique_ptr<internal::FileSource> src,
-                                             const LoadOptions& options, base::Diagnostics& diags) {
+std::shared_ptr<const Package> load_source(std::unique_ptr<internal::FileSource> src,
+                                           const LoadOptions& options, base::Diagnostics& diags) {
   if (!src)
     return nullptr;
   auto pkg = std::shared_ptr<Package>(new Package());
@@ -1704,9 +1683,10 @@ template <typename Open>
 std::shared_ptr<const Package> open_and_load(Open open, const LoadOptions& options,
                                              base::Diagnostics& diags) {
   base::Diagnostics found;
+  found.cap_per_kind(kMaxFindingsPerKind);
   std::unique_ptr<internal::FileSource> src = open(found);
-  auto pkg = load_uncapped(std::move(src), options, found);
-  internal::cap_findings(found, kMaxFindingsPerKind, diags);
+  auto pkg = load_source(std::move(src), options, found);
+  diags.merge(found);
   return pkg;
 }
 

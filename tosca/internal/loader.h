@@ -80,10 +80,6 @@ class Loader {
   uint64_t yaml_nodes_ = 0;                 // YAML nodes parsed so far (Limits::max_yaml_nodes)
 };
 
-// Copies `found` into `diags`, keeping at most `max_per_kind` findings of one code and
-// severity (0: all) and saying how many more there were.
-void cap_findings(const base::Diagnostics& found, uint32_t max_per_kind, base::Diagnostics& diags);
-
 // Runs every phase over an already opened source (unit tests use open_memory()).
 std::shared_ptr<const Package> load_from_source(std::unique_ptr<FileSource> source,
                                                 const LoadOptions& options,

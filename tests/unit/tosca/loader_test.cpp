@@ -414,6 +414,12 @@ TEST_CASE("bytes from the package reach a human's screen escaped", "[tosca][meta
   CHECK(text.find("X-\\x1b]0;owned\\x07") != std::string::npos);
   CHECK(text.find("Files/x\\nt.csar!fake.yaml") != std::string::npos);
   CHECK(text.find("tosca.nodes.\\x1b[31mVNF\\u009b") != std::string::npos);
+  // --json: the serialiser escapes control characters; what it passes through (DEL, C1,
+  // bidi controls, bytes that are not UTF-8, from a folder's file names) becomes \u escapes,
+  // and the document stays valid UTF-8 JSON.
+  std::string json =
+      base::printable("{\"file\":\"a\xff\x7f\xc2\x9b\xe2\x80\xae\"}", base::PrintMode::kJson);
+  CHECK(json == "{\"file\":\"a\\u00ff\\u007f\\u009b\\u202e\"}");
 }
 
 namespace {
@@ -546,7 +552,7 @@ TEST_CASE("types in the wrong section are one finding, not a cascade", "[tosca][
         "policy_types:\n");
 }
 
-TEST_CASE("a step delta no VduScalingAspectDeltas defines is a warning",
+TEST_CASE("a step delta no VduScalingAspectDeltas defines: warning, error when strict",
           "[tosca][loader][sol001]") {
   Files f = good_package();
   f["Definitions/df_simple.yaml"] =
@@ -556,4 +562,11 @@ TEST_CASE("a step delta no VduScalingAspectDeltas defines is a warning",
   CHECK(lenient.text() ==
         "t.csar!Definitions/df_simple.yaml:58:39: warning: aspect \"worker\": step delta "
         "\"delta_2\" is defined by no VduScalingAspectDeltas policy [T0071]\n");
+  tosca::LoadOptions strict;
+  strict.quirk_undeclared_step_delta = false;
+  base::Diagnostics d;
+  (void)tosca::internal::load_from_source(tosca::internal::open_memory("t.csar", f), strict, d);
+  REQUIRE(d.size() == 1);
+  CHECK(d.items()[0].severity == base::Severity::kError);
+  CHECK(d.items()[0].code == "T0071");
 }
