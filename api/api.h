@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -51,6 +52,9 @@ struct ServerOptions {
   size_t max_connections = 256;  // more are answered 503 and closed
   int threads = 2;
   size_t page_size = 100;  // list entries per page (SOL013 paging)
+  // Called (on a server thread) after a request queued work for the engine (every 202):
+  // the daemon reads its queue at once instead of at its next poll.
+  std::function<void()> on_queued;
 };
 
 // "ADDR:PORT", "[v6]:PORT" or "PORT" (on 127.0.0.1) into `o.address` and `o.port`.

@@ -859,6 +859,7 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
     return fail(s);
   std::optional<api::Server> server;
   if (ao) {
+    ao->on_queued = [&daemon] { daemon.wake(); };
     server.emplace(*daemon.store(), std::move(*ao));
     if (base::Status s = server->start(); !s.ok())
       return fail(s);

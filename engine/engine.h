@@ -275,6 +275,9 @@ class Engine {
   // Stops: with `drain`, running actions finish and their results are committed; no new
   // step starts. Active operations stay resumable either way. Any thread.
   void stop(bool drain = true);
+  // Something was queued (a request, a retry, a cancel): read the queue now rather than at
+  // the next poll. Any thread; wakes that arrive while one is on its way are one read.
+  void wake();
   EngineStats stats() const;
   // Called after every commit with the operations that reached a final or FAILED_TEMP
   // state (engine thread). For tests and `op wait` in-process.
@@ -460,7 +463,8 @@ class Daemon {
 
   base::Status start();
   EngineStats run();
-  void stop(bool drain);                 // any thread
+  void stop(bool drain);  // any thread
+  void wake();            // Engine::wake, when running; any thread
   // After a successful start(): the open database, shared with a REST API beside the
   // engine (a Store is thread-safe). nullptr before.
   Store* store();

@@ -144,6 +144,7 @@ struct Target {
 struct Ctx {
   engine::Store& store;
   size_t page_size;
+  const std::function<void()>& on_queued;
   const HttpRequest& req;
   const Target& t;
   std::string_view prefix;  // kLcm or kPkgm
@@ -160,6 +161,8 @@ HttpResponse not_found(const Target& t) {
 // A task was queued: 202, no body (python-tackerclient prints its message only then), and
 // the operation occurrence's URL.
 HttpResponse accepted(const Ctx& c, const std::string& op_id) {
+  if (c.on_queued)
+    c.on_queued();
   HttpResponse r;
   r.status = 202;
   r.headers.emplace_back("Location", c.url("/vnf_lcm_op_occs/" + op_id));
@@ -560,7 +563,7 @@ HttpResponse Router::handle(const HttpRequest& req) {
     if (t.segs.size() > 8)
       return not_found(t);
   }
-  Ctx c{store_, page_size_, req, t, prefix};
+  Ctx c{store_, page_size_, on_queued_, req, t, prefix};
   HttpResponse r = prefix == kLcm ? lcm(c) : pkgm(c);
   if (prefix == kLcm)
     r.headers.emplace_back("Version", std::string(kLcmVersion));

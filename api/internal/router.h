@@ -31,12 +31,14 @@ HttpResponse problem_response(int status, std::string title, std::string detail)
 
 class Router {
  public:
-  Router(engine::Store& store, size_t page_size) : store_(store), page_size_(page_size) {}
+  Router(engine::Store& store, size_t page_size, std::function<void()> on_queued = {})
+      : store_(store), page_size_(page_size), on_queued_(std::move(on_queued)) {}
   HttpResponse handle(const HttpRequest& req);
 
  private:
   engine::Store& store_;
   size_t page_size_;
+  std::function<void()> on_queued_;
 };
 
 }  // namespace api::internal

@@ -208,7 +208,7 @@ struct Server::Impl {
   std::vector<std::thread> threads;
 
   Impl(engine::Store& s, ServerOptions o)
-      : store(s), opt(std::move(o)), router(s, opt.page_size), ioc(opt.threads) {}
+      : store(s), opt(std::move(o)), router(s, opt.page_size, opt.on_queued), ioc(opt.threads) {}
 
   void accept();
 };

@@ -378,6 +378,11 @@ void Daemon::stop(bool drain) {
     e->stop(drain);
 }
 
+void Daemon::wake() {
+  if (Engine* e = impl_->running.load())
+    e->wake();
+}
+
 Store* Daemon::store() {
   return impl_->engine ? impl_->store.get() : nullptr;
 }

@@ -61,6 +61,7 @@ struct Engine::Impl {
   uint64_t next_gen = 1;
   bool until_idle = false;
   std::atomic<bool> stopping{false};
+  std::atomic<bool> wake_posted{false};  // a wake() read of the queue is on its way
   std::atomic<bool> hard_stop{false};
   std::function<void(const std::string&, OpState)> settled;
   Stepper stepper{registry, opt.max_redispatch};
@@ -757,6 +758,16 @@ void Engine::stop(bool drain) {
   asio::post(impl_->io, [this] {
     impl_->stopping = true;
     impl_->maybe_idle();
+  });
+}
+
+void Engine::wake() {
+  if (impl_->wake_posted.exchange(true))
+    return;
+  asio::post(impl_->io, [this] {
+    impl_->wake_posted = false;
+    if (!impl_->stopping)
+      impl_->poll(false);
   });
 }
 
