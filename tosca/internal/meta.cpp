@@ -215,9 +215,8 @@ Manifest parse_manifest(std::string_view text, const std::string& display,
       continue;
     }
     if (l.text.rfind("-----BEGIN", 0) == 0) {
+      // The signature block: checked by tosca::check_signatures (S codes).
       section = Section::kSignature;
-      diags.warning("C0018", {display, l.number, 1},
-                    "manifest signature present; vnflow does not verify CMS signatures yet");
       continue;
     }
     bool indented = l.text.front() == ' ' || l.text.front() == '\t';
