@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string_view>
 
 #include <boost/json.hpp>
@@ -44,6 +45,10 @@ struct Fixture {
   json::value self = json::parse(R"({"stdout": "", "exit_code": 1})");
   workflows::Scope scope;
   std::vector<workflows::TypeScope> types;
+  // states.first ran before; states.later exists but may not have run.
+  std::map<std::string, workflows::TypeScope::StateOutput> states{
+      {"first", {0, workflows::make_type(workflows::Type::Kind::kAny)}},
+      {"later", {1, workflows::make_type(workflows::Type::Kind::kAny)}}};
 
   Fixture() {
     scope.request = &request;
@@ -62,7 +67,8 @@ struct Fixture {
       ts.item_name = "item";
       ts.item = workflows::make_type(workflows::Type::Kind::kString);
       ts.item_from_request = true;
-      ts.later_states = {"later"};
+      ts.states = &states;
+      ts.ran_before = [](int k) { return k == 0; };
       types.push_back(std::move(ts));
     }
   }

@@ -433,35 +433,52 @@ class Compiler {
         }
       }
     }
-    // available[i]: the action states whose success node dominates state i.
-    auto available = [&](size_t i) {
-      std::vector<char> av(n, 0);
-      if (idom[i] < 0)
-        return av;
-      for (int v = static_cast<int>(i); v != m_.start;) {
-        v = idom[static_cast<size_t>(v)];
-        if (v >= static_cast<int>(n))
-          av[static_cast<size_t>(v) - n] = 1;
+    // The dominator tree numbered in DFS order: x dominates y exactly when y's interval
+    // lies in x's, so "does k's success node dominate i" is two comparisons.
+    std::vector<int> tin(nn, -1), tout(nn, -1);
+    if (m_.start >= 0) {
+      std::vector<std::vector<int>> kids(nn);
+      for (size_t v = 0; v < nn; ++v)
+        if (idom[v] >= 0 && static_cast<int>(v) != m_.start)
+          kids[static_cast<size_t>(idom[v])].push_back(static_cast<int>(v));
+      int clock = 0;
+      std::vector<std::pair<int, size_t>> stack{{m_.start, 0}};
+      tin[static_cast<size_t>(m_.start)] = clock++;
+      while (!stack.empty()) {
+        auto& [v, next] = stack.back();
+        auto& ks = kids[static_cast<size_t>(v)];
+        if (next < ks.size()) {
+          int c = ks[next++];
+          tin[static_cast<size_t>(c)] = clock++;
+          stack.push_back({c, 0});
+        } else {
+          tout[static_cast<size_t>(v)] = clock++;
+          stack.pop_back();
+        }
       }
-      return av;
-    };
+    }
+    // Each file's action states with their output types, built once.
+    std::map<std::string, std::map<std::string, TypeScope::StateOutput>> outputs;
+    for (size_t k = 0; k < n; ++k) {
+      const State& o = m_.states[k];
+      if (o.kind != StateKind::kAction)
+        continue;
+      const ActionSpec* spec = ActionCatalog::builtin().find(o.action);
+      TypeRef out = spec ? spec->output_type : any_type();
+      if (!o.for_each.empty())
+        out = make_type(K::kList, out);
+      outputs[o.segment][short_name(k)] = {static_cast<int>(k), out};
+    }
     for (size_t i = 0; i < n; ++i) {
       State& s = m_.states[i];
-      std::vector<char> av = available(i);
       TypeScope scope = base_scope;
-      for (size_t k = 0; k < n; ++k) {
-        const State& o = m_.states[k];
-        if (k == i || o.segment != s.segment || o.kind != StateKind::kAction)
-          continue;
-        const ActionSpec* spec = ActionCatalog::builtin().find(o.action);
-        TypeRef out = spec ? spec->output_type : any_type();
-        if (!o.for_each.empty())
-          out = make_type(K::kList, out);
-        if (av[k])
-          scope.states[short_name(k)] = out;
-        else
-          scope.later_states.push_back(short_name(k));
-      }
+      scope.states = &outputs[s.segment];
+      scope.self_index = static_cast<int>(i);
+      // States whose success node dominates state i (i reachable; i < n never equals it).
+      scope.ran_before = [&tin, &tout, n, i](int k) {
+        size_t x = n + static_cast<size_t>(k);
+        return tin[i] >= 0 && tin[x] >= 0 && tin[x] <= tin[i] && tout[i] <= tout[x];
+      };
       check_state(i, s, scope);
     }
   }

@@ -1017,11 +1017,14 @@ class Checker {
   TypeRef field(const Expr& e) {
     const Expr& b = *e.kids[0];
     if (b.op == Expr::Op::kRoot && b.name == "states") {
-      auto it = s_.states.find(e.name);
-      if (it != s_.states.end())
-        return it->second;
-      for (const auto& later : s_.later_states) {
-        if (later == e.name) {
+      auto before = [&](const TypeScope::StateOutput& o) {
+        return o.index != s_.self_index && s_.ran_before && s_.ran_before(o.index);
+      };
+      if (s_.states != nullptr) {
+        auto it = s_.states->find(e.name);
+        if (it != s_.states->end() && it->second.index != s_.self_index) {
+          if (before(it->second))
+            return it->second.type;
           error(e, "W0021",
                 "state \"" + e.name +
                     "\" may not have run (or succeeded) before this one; its outputs " +
@@ -1030,8 +1033,10 @@ class Checker {
         }
       }
       std::vector<std::string> names;
-      for (const auto& kv : s_.states)
-        names.push_back(kv.first);
+      if (s_.states != nullptr)
+        for (const auto& kv : *s_.states)
+          if (before(kv.second))
+            names.push_back(kv.first);
       std::string msg = "no state \"" + e.name + "\" before this one";
       std::string hint = base::closest_match(e.name, names);
       if (!hint.empty())

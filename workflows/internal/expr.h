@@ -55,10 +55,18 @@ class Expr {
 // What the type checker knows about names.
 struct TypeScope {
   TypeRef request, instance, vnfd, op;
-  // Outputs of states that always ran before the current one, by short name.
-  std::map<std::string, TypeRef> states;
-  // States of the same file that exist but may not have run before ("may not have run").
-  std::vector<std::string> later_states;
+  // The action states of the current state's file, by short name: their index and output
+  // type. Shared by the scopes of every state of the file (building a map per state made
+  // the check quadratic in the number of states).
+  struct StateOutput {
+    int index;
+    TypeRef type;
+  };
+  const std::map<std::string, StateOutput>* states = nullptr;
+  // Whether state `index` always ran (and succeeded) before the current one: its outputs
+  // can be read. Other states of the file "may not have run"; the current one is unknown.
+  std::function<bool(int index)> ran_before;
+  int self_index = -1;
   std::string item_name;  // fan-out variable, "" outside a fan-out
   TypeRef item;
   TypeRef self;  // in a compensation
