@@ -549,6 +549,7 @@ int cmd_instance(const CommandSpec& spec, const Opts& o) {
   print_diags(diags);
   if (!op.ok())
     return fail(op.status());
+  engine::wake_daemon(db_path(o));
   if (as_json)
     std::cout << json_text(engine::op_view(op.value())) << "\n";
   else
@@ -705,6 +706,7 @@ int cmd_op(const CommandSpec& spec, const Opts& o) {
       }
       return fail(r.status());
     }
+    engine::wake_daemon(db_path(o));
     if (as_json)
       std::cout << json_text(engine::op_view(r.value())) << "\n";
     else
@@ -715,6 +717,7 @@ int cmd_op(const CommandSpec& spec, const Opts& o) {
     base::Status s = engine::cancel_operation(*store, id);
     if (!s.ok())
       return fail(s);
+    engine::wake_daemon(db_path(o));
     if (as_json) {
       auto op = store->get_op(id);
       if (!op.ok())
@@ -730,6 +733,7 @@ int cmd_op(const CommandSpec& spec, const Opts& o) {
     auto n = engine::replay_from(*store, id, o.kv.at("--from"));
     if (!n.ok())
       return fail(n.status());
+    engine::wake_daemon(db_path(o));
     if (as_json)
       std::cout << json_text(engine::op_view(n.value())) << "\n";
     else

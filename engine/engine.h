@@ -476,6 +476,12 @@ class Daemon {
   std::unique_ptr<Impl> impl_;
 };
 
+// Tells the daemon running on the database at `db` (if any) that work was queued: a
+// datagram to its wake socket (`<db>.wake`, beside the file, 0600), so the operation starts
+// at once instead of at the daemon's next poll. Best effort and silent: without a daemon
+// (or on PostgreSQL) the poll reads the request.
+void wake_daemon(const std::string& db);
+
 // Re-seals every secret of the database at `path` with a new key (Store::rotate_key),
 // holding the daemon's lock meanwhile: refused while a daemon runs on it (the daemon keeps
 // the key in memory and would go on sealing with the old one).

@@ -1,5 +1,6 @@
 // A daemon on a database: the checks of the database's folder and files, the
 // single-daemon lock, signals and drain, around one Engine.
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -11,13 +12,16 @@
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/local/datagram_protocol.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <fcntl.h>
 #include <pwd.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
@@ -93,6 +97,13 @@ std::string lock_path(const std::string& path) {
   std::error_code ec;
   std::string real = std::filesystem::canonical(path, ec).string();
   return ec ? path : real;
+}
+
+// The daemon's wake socket: a datagram socket beside the database file (the real one, so
+// every name of the file finds it). "" when the path does not fit a socket address.
+std::string wake_path(const std::string& db) {
+  std::string p = lock_path(db) + ".wake";
+  return p.size() < sizeof(sockaddr_un::sun_path) ? p : std::string();
 }
 
 // A key file, when it exists, belongs to this user and is private.
@@ -228,6 +239,11 @@ struct Daemon::Impl {
   std::atomic<Engine*> running{nullptr};
   boost::asio::io_context sig_io;
   boost::asio::signal_set signals{sig_io};
+  // Commands that queue work send a datagram here (wake_daemon): the engine reads its queue
+  // at once instead of at its next poll. Used on the signal thread only.
+  boost::asio::local::datagram_protocol::socket wake_sock{sig_io};
+  std::array<char, 16> wake_buf{};
+  std::string wake_bound;  // the socket's path while bound
   std::thread sig_thread;
   // Declared before the store, so closed after it: closing any descriptor of the database
   // file drops this process's POSIX locks on it, SQLite's included.
@@ -241,6 +257,46 @@ struct Daemon::Impl {
     sig_io.stop();
     if (sig_thread.joinable())
       sig_thread.join();
+    boost::system::error_code ec;
+    wake_sock.close(ec);
+    if (!wake_bound.empty())
+      ::unlink(wake_bound.c_str());
+  }
+
+  // On the signal thread. Best effort: without the socket, requests wait for the poll.
+  void open_wake_socket(const std::string& path) {
+    if (path.empty()) {
+      spdlog::info(
+          "the database's path is too long for a wake socket: new requests are read "
+          "every --poll-ms");
+      return;
+    }
+    // A socket left by a daemon that died: this one holds the database's lock now.
+    ::unlink(path.c_str());
+    namespace local = boost::asio::local;
+    boost::system::error_code ec;
+    wake_sock.open(local::datagram_protocol(), ec);
+    if (!ec)
+      wake_sock.bind(local::datagram_protocol::endpoint(path), ec);
+    if (ec) {
+      spdlog::warn("wake socket {}: {}; new requests are read every --poll-ms", path, ec.message());
+      wake_sock.close(ec);
+      return;
+    }
+    ::chmod(path.c_str(), 0600);
+    wake_bound = path;
+    receive_wake();
+  }
+
+  void receive_wake() {
+    wake_sock.async_receive(boost::asio::buffer(wake_buf),
+                            [this](const boost::system::error_code& ec, size_t) {
+                              if (ec)
+                                return;
+                              if (Engine* e = running.load())
+                                e->wake();
+                              receive_wake();
+                            });
   }
 
   void catch_signals() {
@@ -328,6 +384,7 @@ struct Daemon::Impl {
       if (base::Status s = lock_database(); !s.ok())
         return s;
     }
+    boost::asio::post(sig_io, [this, p = wake_path(opt.db_path)] { open_wake_socket(p); });
     return start_engine(std::filesystem::path(opt.db_path).parent_path() / "work");
   }
 
@@ -376,6 +433,23 @@ EngineStats Daemon::run() {
 void Daemon::stop(bool drain) {
   if (Engine* e = impl_->running.load())
     e->stop(drain);
+}
+
+void wake_daemon(const std::string& db) {
+  if (is_postgres_url(db))
+    return;
+  std::string path = wake_path(db);
+  if (path.empty())
+    return;
+  int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return;
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.data(), path.size());
+  // No daemon, a full queue, a file that is not a socket: the poll reads the request.
+  (void)::sendto(fd, "w", 1, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&a), sizeof a);
+  ::close(fd);
 }
 
 void Daemon::wake() {

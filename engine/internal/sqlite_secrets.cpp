@@ -259,7 +259,8 @@ base::Status SqliteStore::rotate_key() {
 std::vector<std::string> SqliteStore::private_files() const {
   const std::string& key = sealer_.key_path();
   std::string db = key.substr(0, key.size() - 4);
-  return {db, db + "-wal", db + "-shm", key};
+  // The daemon's wake socket too (daemon.cpp): a hook has no business poking the daemon.
+  return {db, db + "-wal", db + "-shm", key, db + ".wake"};
 }
 
 }  // namespace engine::internal

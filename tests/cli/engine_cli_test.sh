@@ -234,6 +234,23 @@ kill -KILL "$daemon_pid"; wait "$daemon_pid" 2>/dev/null
 start_daemon
 check "a restart right after SIGKILL succeeds" "$v" op wait "$o9" --timeout 30
 kill -TERM "$daemon_pid"; wait_pid "$daemon_pid" 30; daemon_pid=
+
+# --- a queued request wakes the daemon: with a 60 s poll, an instantiate still starts at
+# once (a datagram to the wake socket beside the database)
+touch "$work/out/open"
+"$v" daemon --work-dir "$work/wd" --poll-ms 60000 2>"$work/wake.log" &
+daemon_pid=$!
+wait_until 5 grep -q 'vnflow daemon on' "$work/wake.log"
+wait_until 5 test -S "$VNFLOW_DB.wake"
+check "the daemon's wake socket is beside the database, 0600" \
+  test "$(stat -c %a "$VNFLOW_DB.wake" 2>/dev/null)" = 600
+i7=$("$v" instance create --package "$p1")
+o10=$("$v" instance instantiate "$i7" --request "$work/inst.json")
+check "an instantiate completes within 10 s though the daemon polls every 60 s" \
+  "$v" op wait "$o10" --timeout 10
+kill -TERM "$daemon_pid"; wait_pid "$daemon_pid" 30; daemon_pid=
+check "the wake socket is gone with the daemon" test ! -e "$VNFLOW_DB.wake"
+
 # Deterministically: another process holds the database's flock for 1.5 s.
 locked() { ! flock -n "$VNFLOW_DB" true; }
 held() { wait_until 5 locked; }
