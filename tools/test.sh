@@ -49,7 +49,7 @@ setup() {  # setup DIR [meson options...]
 
 # werror is for CI and developers; users' and packagers' builds leave it off (meson.build).
 setup build -Dwerror=true
-run_suites build unit golden corpus crash openstack ssh e2e postgres
+run_suites build unit golden api corpus crash openstack ssh e2e postgres
 
 if [[ $quick != --quick ]]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
@@ -57,7 +57,7 @@ if [[ $quick != --quick ]]; then
   # gcc 12 reports false -Warray-bounds / -Wmaybe-uninitialized inside Boost.JSON and
   # <regex> once sanitizers change inlining; the plain build keeps werror on.
   setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=false
-  run_suites build-asan unit golden corpus crash
+  run_suites build-asan unit golden api corpus crash
   CC=clang CXX=clang++ setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
     -Dwerror=true
   run_suites build-fuzz fuzz
@@ -65,7 +65,7 @@ if [[ $quick != --quick ]]; then
   # gcc 12 at -O3 reports false -Wrestrict warnings inside std::string's operator+ (GCC bug
   # 105329); every other warning stays an error here.
   setup build-release --buildtype=release -Dwerror=true -Dcpp_args=-Wno-restrict
-  run_suites build-release unit golden
+  run_suites build-release unit golden api
   meson configure build-release -Dbench=true && ninja -C build-release benches  # bench programs: built, not run
   run_script deb bash tests/deb/deb_test.sh "$PWD"
 fi
