@@ -107,13 +107,10 @@ base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
              e.data.is_null() ? PgArg(std::nullopt) : PgArg(json::serialize(e.data))});
       }
       for (const auto& o : b->outputs) {
-        std::string owner = "op/" + o.op_id + "/output/" + o.state;
         w_.run(
             "INSERT INTO outputs(op_id, state, value) VALUES($1, $2, $3)"
             " ON CONFLICT (op_id, state) DO UPDATE SET value = EXCLUDED.value",
-            {o.op_id, o.state,
-             o.secret ? sealer_.sealed_whole(o.value, owner)
-                      : sealer_.sealed_text(o.value, owner)});
+            {o.op_id, o.state, sealer_.sealed_output(o)});
       }
       for (const auto& i : b->instances) {
         w_.run("UPDATE instances SET instantiation_state = $2, record = $3 WHERE id = $1",

@@ -282,6 +282,11 @@ void Sealer::open_fields(json::value& v, const std::string& owner) {
   w.open(v);
 }
 
+std::string Sealer::sealed_output(const Batch::OutputWrite& o) {
+  std::string owner = "op/" + o.op_id + "/output/" + o.state;
+  return o.secret ? sealed_whole(o.value, owner) : sealed_text(o.value, owner);
+}
+
 json::value Sealer::open_output(const std::string& t, const std::string& owner) {
   if (!std::string_view(t).starts_with(kSealedPrefix)) {
     json::value v = parse_or_null(t);

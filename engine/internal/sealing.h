@@ -79,6 +79,9 @@ class Sealer {
   void open_fields(json::value& v, const std::string& owner);
   // A stored output (sealed whole, or with sealed fields) read back.
   json::value open_output(const std::string& text, const std::string& owner);
+  // A finished state's outputs as stored: sealed whole when secret, else with secret fields
+  // sealed; bound to "op/<id>/output/<state>".
+  std::string sealed_output(const Batch::OutputWrite& o);
   OpRecord opened(OpRecord r);
   InstanceRecord opened(InstanceRecord r);
   // A VIM's access data, sealed whole with the VIM's id as associated data.

@@ -95,7 +95,7 @@ base::Status SqliteStore::apply(const std::vector<const Batch*>& batches) {
         if (!b->outputs.empty() && !b->events.empty()) {
           json::object o;
           for (const auto& out : b->outputs)
-            o[out.state] = output_text(out);
+            o[out.state] = sealer_.sealed_output(out);
           outs = json::serialize(o);
         } else {
           for (const auto& out : b->outputs) {
@@ -103,7 +103,7 @@ base::Status SqliteStore::apply(const std::vector<const Batch*>& batches) {
             st.reset();
             st.bind(1, out.op_id);
             st.bind(2, out.state);
-            st.bind(3, output_text(out));
+            st.bind(3, sealer_.sealed_output(out));
             st.exec();
           }
         }
@@ -326,11 +326,6 @@ base::Result<std::vector<std::string>> SqliteStore::cancel_requests() {
   if (!s.ok())
     return s;
   return out;
-}
-
-std::string SqliteStore::output_text(const Batch::OutputWrite& o) {
-  std::string owner = "op/" + o.op_id + "/output/" + o.state;
-  return o.secret ? sealed_whole(o.value, owner) : sealed_text(o.value, owner);
 }
 
 base::Result<json::object> SqliteStore::outputs(std::string_view op_id) {

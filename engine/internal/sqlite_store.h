@@ -95,8 +95,6 @@ class SqliteStore : public Store {
 
   // sqlite_ops.cpp
   static void bind_text_or_null(SQLite::Statement& st, int i, const std::string& s);
-  // A state's outputs as stored (sealed whole when secret, else secret fields sealed).
-  std::string output_text(const Batch::OutputWrite& o);
   base::Result<OpRecord> get_op_locked(SQLite::Database& db, std::string_view id);
 
   // sqlite_secrets.cpp
