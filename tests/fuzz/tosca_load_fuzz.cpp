@@ -8,9 +8,22 @@
 #include <string>
 
 #include "tosca/internal/document.h"
+#include "tosca/internal/fast_yaml.h"
 #include "tosca/internal/loader.h"
 #include "tosca/internal/source.h"
 #include "tosca/tosca.h"
+
+namespace {
+
+// The yaml-cpp tree of the current input, with every mark cleared: what a known tree of
+// the same meaning looks like before parse_yaml gives it the text's marks.
+std::string g_unmarked;
+
+std::unique_ptr<tosca::internal::Document> known_unmarked(std::string_view) {
+  return tosca::internal::Document::deserialize(g_unmarked);
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);
@@ -37,6 +50,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::fprintf(stderr, "fast/slow disagree: %d %d %zu %zu\n", fast != nullptr, slow != nullptr,
                    fd.size(), sd.size());
       __builtin_trap();
+    }
+    // A tree served by meaning (the catalog's way) must come back as the very tree the
+    // text builds, marks included.
+    if (fast && slow) {
+      auto unmarked = tosca::internal::Document::deserialize(slow->serialize());
+      for (auto& n : unmarked->nodes)
+        n.line = n.column = 0;
+      g_unmarked = unmarked->serialize();
+      base::Diagnostics kd;
+      auto served = tosca::internal::parse_yaml(bytes, "f", {}, kd, true, known_unmarked);
+      bool fast_read = tosca::internal::FastYaml().read(bytes);
+      if (fast_read && (served == nullptr || served->serialize() != slow->serialize())) {
+        std::fprintf(stderr, "a tree served by meaning differs from the parsed one\n");
+        __builtin_trap();
+      }
     }
   }
   return 0;

@@ -20,6 +20,27 @@ const CatalogEntry* catalog_by_digest(std::string_view sha256_hex) {
   return nullptr;
 }
 
+const CatalogEntry* catalog_by_meaning(std::string_view meaning_hex) {
+  if (meaning_hex.empty())
+    return nullptr;
+  for (size_t i = 0; i < kCatalogEntryCount; ++i) {
+    if (kCatalogEntries[i].meaning == meaning_hex) {
+      return &kCatalogEntries[i];
+    }
+  }
+  return nullptr;
+}
+
+std::unique_ptr<Document> catalog_tree(std::string_view meaning_hex) {
+  const CatalogEntry* e = catalog_by_meaning(meaning_hex);
+  if (e == nullptr)
+    return nullptr;
+  auto doc = Document::deserialize(e->blob);
+  BASE_CHECK(doc != nullptr);
+  doc->from_catalog = true;
+  return doc;
+}
+
 const CatalogEntry* catalog_by_url(std::string_view url) {
   for (size_t i = 0; i < kCatalogEntryCount; ++i) {
     if (kCatalogEntries[i].canonical && !kCatalogEntries[i].url.empty() &&

@@ -192,8 +192,7 @@ class Builder : public YAML::EventHandler {
                 const std::string& value) override {
     bool quoted = tag != "?";
     Node::Kind kind = Node::Kind::kScalar;
-    if (!quoted &&
-        (value.empty() || value == "~" || value == "null" || value == "Null" || value == "NULL")) {
+    if (!quoted && plain_null(value)) {
       kind = Node::Kind::kNull;
     }
     add_leaf(mark, anchor, kind, value, quoted);
@@ -369,9 +368,53 @@ class Builder : public YAML::EventHandler {
 
 }  // namespace
 
+namespace {
+
+// Gives a known tree the marks of the text just read: the builder makes one node per
+// scalar, null and collection start, in event order, so the n-th such event is node n.
+class Relocate : public YAML::EventHandler {
+ public:
+  explicit Relocate(Document& doc) : doc_(doc) {}
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { mark(m); }
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { ok_ = false; }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    mark(m);
+  }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    mark(m);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    mark(m);
+  }
+  void OnMapEnd() override {}
+  bool ok() const { return ok_ && next_ == doc_.nodes.size(); }
+
+ private:
+  void mark(const YAML::Mark& m) {
+    if (next_ >= doc_.nodes.size()) {
+      ok_ = false;
+      return;
+    }
+    doc_.nodes[next_].line = static_cast<uint32_t>(m.line + 1);
+    doc_.nodes[next_].column = static_cast<uint32_t>(m.column + 1);
+    ++next_;
+  }
+  Document& doc_;
+  size_t next_ = 0;
+  bool ok_ = true;
+};
+
+}  // namespace
+
 std::unique_ptr<Document> parse_yaml(std::string_view text, std::string display,
                                      const YamlLimits& limits, base::Diagnostics& diags,
-                                     bool use_fast_path) {
+                                     bool use_fast_path, KnownTree known) {
   auto doc = std::make_unique<Document>();
   doc->display = std::move(display);
   // A UTF-8 byte order mark is allowed and ignored. YAML 1.2.2 rule [211] lets a stream open
@@ -391,7 +434,20 @@ std::unique_ptr<Document> parse_yaml(std::string_view text, std::string display,
   base::Diagnostics local;
   Builder builder(*doc, limits, local);
   try {
-    if (use_fast_path && fast_parse_yaml(text, builder)) {
+    FastYaml fast;
+    if (use_fast_path && fast.read(text)) {
+      if (known != nullptr) {
+        // Same meaning, same events but for their marks, so the same tree once the marks
+        // are this text's. Known trees are clean: no diagnostics to merge.
+        if (auto tree = known(fast.meaning())) {
+          Relocate relocate(*tree);
+          fast.replay(relocate);
+          BASE_CHECK(relocate.ok());
+          tree->display = doc->display;
+          return tree;
+        }
+      }
+      fast.replay(builder);
       diags.merge(local);
       doc->has_root = builder.done();
       doc->root_index = builder.root();

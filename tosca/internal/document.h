@@ -55,12 +55,18 @@ struct YamlLimits {
   uint64_t used_before = 0;
 };
 
+// A tree the caller already has for a text of this meaning (fast_yaml.h's MeaningDigest,
+// hex), or nullptr: the loader's view of vnflow's shipped catalog.
+using KnownTree = std::unique_ptr<Document> (*)(std::string_view meaning);
+
 // Parses `text` (one YAML document, UTF-8). Problems go to `diags` located in `display`.
 // Returns nullptr when the text is not usable YAML; a partial tree is never returned.
 // Plain files go through a fast reader (fast_yaml.h) that yields the same tree; the rest,
-// and everything when `use_fast_path` is false, through yaml-cpp.
+// and everything when `use_fast_path` is false, through yaml-cpp. When the fast reader
+// took the text and `known` has a tree of the same meaning, that tree is returned with
+// this text's lines and columns and `display`, instead of building it again.
 std::unique_ptr<Document> parse_yaml(std::string_view text, std::string display,
                                      const YamlLimits& limits, base::Diagnostics& diags,
-                                     bool use_fast_path = true);
+                                     bool use_fast_path = true, KnownTree known = nullptr);
 
 }  // namespace tosca::internal

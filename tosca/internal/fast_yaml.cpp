@@ -21,7 +21,9 @@ namespace tosca::internal {
 
 namespace {
 
-struct Bail {};
+struct Bail {
+  const char* why;
+};
 
 struct Event {
   enum Kind : uint8_t { kScalar, kNull, kSeqStart, kSeqEnd, kMapStart, kMapEnd } kind;
@@ -40,19 +42,23 @@ class Reader {
  public:
   explicit Reader(std::string_view text) { split(text); }
 
-  bool run(std::deque<Event>& out) {
+  // nullptr when the whole text is inside the subset (its events are in `out`), else why not.
+  const char* run(std::deque<Event>& out) {
     out_ = &out;
+    if (bad_ != nullptr)
+      return bad_;
     try {
       if (lines_.empty()) {
-        return false;  // an empty document: let yaml-cpp say what it is
+        return "no content";  // an empty document: let yaml-cpp say what it is
       }
       cur_ = 0;
       parse_block(lines_[0].indent);
       if (cur_ != lines_.size())
-        throw Bail{};
-      return true;
-    } catch (const Bail&) {
-      return false;
+        throw Bail{"trailing content"};
+      return nullptr;
+    } catch (const Bail& b) {
+      out.clear();
+      return b.why;
     }
   }
 
@@ -67,33 +73,34 @@ class Reader {
       std::string_view l = text.substr(start, end - start);
       if (!l.empty() && l.back() == '\r') {
         if (end == text.size()) {
-          bad_ = true;  // a lone CR at the very end: yaml-cpp keeps it in the scalar
+          bad_ = "a lone CR at the end";  // yaml-cpp keeps it in the scalar
         }
         l.remove_suffix(1);
       }
       if (l.find('\r') != std::string_view::npos) {
-        bad_ = true;  // a CR that ends no line
+        bad_ = "a CR that ends no line";
       }
+      raw_.push_back(l);
       uint32_t ind = 0;
       while (ind < l.size() && l[ind] == ' ')
         ++ind;
       bool blank = ind == l.size() || l[ind] == '#';
       if (ind < l.size() && l[ind] == '\t')
-        bad_ = true;
+        bad_ = "a tab in the indent";
       if (!blank) {
         // Directives, document markers and tabs are outside the subset.
         if (l.rfind("---", 0) == 0 || l.rfind("...", 0) == 0 || l[0] == '%')
-          bad_ = true;
+          bad_ = "a document marker or directive";
         lines_.push_back({no, ind, l});
       } else if (ind < l.size() && l[ind] == '\t') {
-        bad_ = true;
+        bad_ = "a tab in the indent";
       }
       ++no;
       start = end + 1;
     }
     ends_with_newline_ = !text.empty() && text.back() == '\n';
     eof_line_ = static_cast<uint32_t>(std::count(text.begin(), text.end(), '\n'));
-    if (bad_)
+    if (bad_ != nullptr)
       lines_.clear();
   }
 
@@ -107,7 +114,7 @@ class Reader {
       // At the end of a text ending in a newline, yaml-cpp marks the start of the line
       // after it; without the final newline its mark depends on the last tokens.
       if (!ends_with_newline_)
-        throw Bail{};
+        throw Bail{"no final newline"};
       line = eof_line_;
       col = 0;
     }
@@ -142,7 +149,7 @@ class Reader {
   void parse_block_at(size_t line_index, uint32_t col) {
     // Deep nesting is yaml-cpp's (and the builder's limit's) business, not a recursion here.
     if (++depth_ > 128)
-      throw Bail{};
+      throw Bail{"nesting"};
     struct Leave {
       int& d;
       ~Leave() { --d; }
@@ -150,7 +157,7 @@ class Reader {
     const Line& l = lines_[line_index];
     std::string_view t = l.text;
     if (col >= t.size())
-      throw Bail{};
+      throw Bail{"empty node"};
     char c = t[col];
     if (c == '-' && (col + 1 == t.size() || t[col + 1] == ' ')) {
       parse_seq(col);
@@ -162,8 +169,8 @@ class Reader {
     }
     // A lone scalar or flow collection as the whole node.
     size_t end = parse_inline(t, col, l.no);
-    if (!rest_blank(t, end))
-      throw Bail{};
+    if (!rest_blank(lines_[cur_].text, end))
+      throw Bail{"block scalar junk"};
     ++cur_;
   }
 
@@ -221,7 +228,7 @@ class Reader {
         if (l.indent < col)
           break;
         if (l.indent > col)
-          throw Bail{};
+          throw Bail{"map indent"};
         if (l.text[col] == '-' && (col + 1 == l.text.size() || l.text[col + 1] == ' '))
           break;
       }
@@ -229,7 +236,7 @@ class Reader {
       std::string_view t = l.text;
       size_t colon = find_key_colon(t, col);
       if (colon == std::string_view::npos)
-        throw Bail{};
+        throw Bail{"not a key line"};
       // key
       if (t[col] == '"' || t[col] == '\'') {
         size_t end = parse_quoted(t, col, l.no);
@@ -237,14 +244,14 @@ class Reader {
         while (k < colon && t[k] == ' ')
           ++k;
         if (k != colon)
-          throw Bail{};
+          throw Bail{"junk after quoted key"};
       } else {
         std::string_view key = t.substr(col, colon - col);
         while (!key.empty() && key.back() == ' ')
           key.remove_suffix(1);
         if (key.empty())
-          throw Bail{};
-        emit_plain(key, l.no, col);
+          throw Bail{"empty key"};
+        emit_plain(key, l.no, col, false);
       }
       size_t v = colon + 1;
       while (v < t.size() && t[v] == ' ')
@@ -264,12 +271,12 @@ class Reader {
         }
         continue;
       }
-      size_t end = parse_inline(t, v, l.no);
-      if (!rest_blank(t, end))
-        throw Bail{};
+      size_t end = parse_inline(t, v, l.no, static_cast<int>(col));
+      if (!rest_blank(lines_[cur_].text, end))
+        throw Bail{"junk after value"};
       ++cur_;
       if (cur_ < lines_.size() && lines_[cur_].indent > col)
-        throw Bail{};  // multi-line value
+        continue_plain(t, v, col);
     }
     emit(Event::kMapEnd, 0, 0);
   }
@@ -284,12 +291,12 @@ class Reader {
         if (l.indent < col)
           break;
         if (l.indent > col)
-          throw Bail{};
+          throw Bail{"seq indent"};
       }
       std::string_view t = l.text;
       if (!(t[col] == '-' && (col + 1 == t.size() || t[col + 1] == ' '))) {
         if (first_item)
-          throw Bail{};
+          throw Bail{"not a seq item"};
         break;
       }
       first_item = false;
@@ -315,12 +322,12 @@ class Reader {
         parse_map(static_cast<uint32_t>(v));
         continue;
       }
-      size_t end = parse_inline(t, v, l.no);
-      if (!rest_blank(t, end))
-        throw Bail{};
+      size_t end = parse_inline(t, v, l.no, static_cast<int>(col));
+      if (!rest_blank(lines_[cur_].text, end))
+        throw Bail{"junk after item"};
       ++cur_;
       if (cur_ < lines_.size() && lines_[cur_].indent > col)
-        throw Bail{};
+        continue_plain(t, v, col);
     }
     emit(Event::kSeqEnd, 0, 0);
   }
@@ -328,19 +335,27 @@ class Reader {
   // "- - x": a sequence starting inside a sequence line at column `col`.
   void parse_seq_inline(uint32_t col) { parse_seq(col); }
 
-  // A scalar or flow collection inside one line; returns the index after it.
-  size_t parse_inline(std::string_view t, size_t pos, uint32_t line) {
+  // A scalar or flow collection starting at t[pos] on the current line; returns the index
+  // after it on the line it ends on, which is the current line then (a flow collection may
+  // go on over several).
+  size_t parse_inline(std::string_view t, size_t pos, uint32_t line, int parent = -2) {
     char c = t[pos];
-    if (c == '[' || c == '{')
-      return parse_flow(t, pos, line, 0);
+    if ((c == '|' || c == '>') && parent >= -1)
+      return parse_block_scalar(t, pos, line, parent);
+    if (c == '[' || c == '{') {
+      fl_ = cur_;
+      size_t end = parse_flow(pos, 0);
+      cur_ = fl_;
+      return end;
+    }
     if (c == '"' || c == '\'')
       return parse_quoted(t, pos, line);
     if (std::strchr("]},#&*!|>%@`?", c) != nullptr)
-      throw Bail{};
+      throw Bail{"indicator starts plain"};
     if (c == '-' && (pos + 1 == t.size() || t[pos + 1] == ' '))
-      throw Bail{};
+      throw Bail{"dash starts plain"};
     if (c == ':' && (pos + 1 == t.size() || t[pos + 1] == ' '))
-      throw Bail{};
+      throw Bail{"colon starts plain"};
     size_t end = comment_at(t, pos);
     if (end == std::string_view::npos)
       end = t.size();
@@ -350,19 +365,152 @@ class Reader {
     // "a: b: c" and similar are errors yaml-cpp reports; leave them to it.
     for (size_t i = 0; i < s.size(); ++i) {
       if (s[i] == ':' && (i + 1 == s.size() || s[i + 1] == ' '))
-        throw Bail{};
+        throw Bail{"colon in plain value"};
     }
-    emit_plain(s, line, static_cast<uint32_t>(pos));
+    emit_plain(s, line, static_cast<uint32_t>(pos), false);
     return pos + s.size();
   }
 
+  // The lines after a plain scalar that began at t[v] (the value of a map entry or
+  // sequence item at column `col`), indented more than `col`: the scalar goes on there
+  // (YAML 1.2, 7.3.3), each line break folded into a space. The continuation lines'
+  // text joins the scalar just emitted. Empty or comment lines among them, a comment
+  // after the first line, a line that starts with an indicator or holds ": " or " #",
+  // and values that are not plain scalars are left to yaml-cpp.
+  void continue_plain(std::string_view t, size_t v, uint32_t col) {
+    if (std::strchr("\"'[{|>", t[v]) != nullptr || comment_at(t, v) != std::string_view::npos)
+      throw Bail{"multi-line value"};
+    Event& e = out_->back();
+    BASE_CHECK(e.kind == Event::kScalar && !e.quoted);
+    uint32_t prev = lines_[cur_ - 1].no;
+    while (cur_ < lines_.size() && lines_[cur_].indent > col) {
+      const Line& c = lines_[cur_];
+      if (c.no != prev + 1)
+        throw Bail{"multi-line plain with empty or comment lines"};
+      std::string_view s = c.text.substr(c.indent);
+      while (!s.empty() && s.back() == ' ')
+        s.remove_suffix(1);
+      if (std::strchr("-?:,[]{}#&*!|>'\"%@`", s[0]) != nullptr)
+        throw Bail{"multi-line plain indicator"};
+      if (comment_at(s, 0) != std::string_view::npos || s.back() == ':' ||
+          s.find(": ") != std::string_view::npos)
+        throw Bail{"multi-line plain key or comment"};
+      if (!safe_plain(s, false))
+        throw Bail{"plain character"};
+      e.value += ' ';
+      e.value.append(s);
+      prev = c.no;
+      ++cur_;
+    }
+  }
+
+  // A literal (|) or folded (>) block scalar whose header is at t[pos], the value of a map
+  // entry or sequence item at column `parent` (YAML 1.2, 8.1). Its content lines are raw
+  // lines, comment-like and blank ones included. Returns the index after the last content
+  // line and leaves cur_ on that content line, so the caller's "rest of the line is blank,
+  // next line" moves past the scalar. Explicit indentation indicators, tabs, white lines
+  // with more spaces than the content's indent, more-indented folded lines and a scalar
+  // that ends the text without a newline are left to yaml-cpp.
+  size_t parse_block_scalar(std::string_view t, size_t pos, uint32_t line, int parent) {
+    char style = t[pos];
+    char chomp = 0;
+    size_t i = pos + 1;
+    if (i < t.size() && (t[i] == '-' || t[i] == '+'))
+      chomp = t[i++];
+    if (i < t.size() && t[i] != ' ')
+      throw Bail{"block scalar header"};
+    if (!rest_blank(t, i))
+      throw Bail{"block scalar header"};
+    // The content's indent: the first non-white line's.
+    size_t first = line + 1, r = first;
+    size_t indent = 0, lead_spaces = 0;
+    for (; r < raw_.size(); ++r) {
+      std::string_view l = raw_[r];
+      size_t sp = l.find_first_not_of(' ');
+      if (sp != std::string_view::npos) {
+        indent = sp;
+        break;
+      }
+      lead_spaces = std::max(lead_spaces, l.size());
+    }
+    if (r == raw_.size() || static_cast<int>(indent) <= parent)
+      throw Bail{"empty block scalar"};
+    if (lead_spaces > indent)
+      throw Bail{"block scalar white line"};
+    // The lines, until one less indented than the content.
+    std::vector<std::string_view> body;  // "" for an empty line
+    size_t end = first;
+    for (r = first; r < raw_.size(); ++r) {
+      std::string_view l = raw_[r];
+      size_t sp = l.find_first_not_of(' ');
+      if (sp == std::string_view::npos) {
+        if (l.size() > indent)
+          throw Bail{"block scalar white line"};
+        body.emplace_back();
+        continue;
+      }
+      if (sp < indent)
+        break;
+      std::string_view content = l.substr(indent);
+      if (content.find('\t') != std::string_view::npos)
+        throw Bail{"tab in block scalar"};
+      if (style == '>' && content[0] == ' ')
+        throw Bail{"folded more-indented line"};
+      body.push_back(content);
+      end = r + 1;
+    }
+    if (r == raw_.size() && !ends_with_newline_)
+      throw Bail{"no final newline"};
+    // Trailing empty lines are chomping's; the rest is the text.
+    size_t trailing = 0;
+    while (!body.empty() && body.back().empty()) {
+      body.pop_back();
+      ++trailing;
+    }
+    std::string value;
+    size_t empties = 0;
+    bool any = false;
+    for (std::string_view l : body) {
+      if (l.empty()) {
+        ++empties;
+        continue;
+      }
+      if (any) {
+        // A line break: kept in literal style; folded, it is a space between two lines,
+        // or only the empty lines' breaks when there are some.
+        if (style == '|' || empties == 0)
+          value += style == '|' ? '\n' : ' ';
+      }
+      value.append(empties, '\n');
+      empties = 0;
+      value.append(l);
+      any = true;
+    }
+    if (chomp != '-')
+      value += '\n';
+    if (chomp == '+')
+      value.append(trailing, '\n');
+    emit(Event::kScalar, line, static_cast<uint32_t>(pos), std::move(value), true);
+    // The last content line the scalar took (or its header line).
+    while (cur_ + 1 < lines_.size() && lines_[cur_ + 1].no < end)
+      ++cur_;
+    return lines_[cur_].no == line ? t.size() : lines_[cur_].text.size();
+  }
+
   // Plain scalars may hold only characters whose meaning yaml-cpp and the YAML spec agree
-  // on in every context; anything else (indicators such as '?', '*', '&', '!', '|',
-  // quotes, brackets, '#', control characters) goes to yaml-cpp.
-  static bool safe_plain(std::string_view s) {
+  // on. Inside a flow collection that is letters, digits and a few punctuation marks:
+  // anything else (indicators such as '?', '*', '&', '!', '|', quotes, brackets, '#',
+  // control characters) goes to yaml-cpp. In block context, where the callers have already
+  // ended the scalar at ": " and " #" and refused an indicator as its first character,
+  // YAML 1.2 (rule [130], ns-plain-char) lets every other printable character in, quotes
+  // and brackets included ("the value \"ipv6\"", "[0-9]+|x"); tabs, DEL and the other
+  // control characters still go to yaml-cpp.
+  static bool safe_plain(std::string_view s, bool flow) {
     for (char ch : s) {
       auto c = static_cast<unsigned char>(ch);
       if (c >= 0x80 || std::isalnum(c))
+        continue;
+      if (!flow && c >= 0x20 && c < 0x7f)
         continue;
       if (std::strchr(" _-./:+=()~,;@$<>^", ch) == nullptr || ch == '\0')
         return false;
@@ -370,9 +518,9 @@ class Reader {
     return true;
   }
 
-  void emit_plain(std::string_view s, uint32_t line, uint32_t col) {
-    if (!safe_plain(s))
-      throw Bail{};
+  void emit_plain(std::string_view s, uint32_t line, uint32_t col, bool flow) {
+    if (!safe_plain(s, flow))
+      throw Bail{"plain character"};
     emit(Event::kScalar, line, col, std::string(s), false);
   }
 
@@ -382,7 +530,7 @@ class Reader {
     size_t i = pos + 1;
     for (;;) {
       if (i >= t.size())
-        throw Bail{};  // continues on the next line
+        throw Bail{"multi-line quoted"};  // continues on the next line
       char c = t[i];
       if (c == q) {
         if (q == '\'' && i + 1 < t.size() && t[i + 1] == '\'') {
@@ -394,7 +542,7 @@ class Reader {
       }
       if (q == '"' && c == '\\') {
         if (i + 1 >= t.size())
-          throw Bail{};
+          throw Bail{"escape at end"};
         char e = t[i + 1];
         switch (e) {
           case '"':
@@ -416,13 +564,13 @@ class Reader {
             value += '\r';
             break;
           default:
-            throw Bail{};  // rarer escapes: yaml-cpp decides
+            throw Bail{"rare escape"};  // rarer escapes: yaml-cpp decides
         }
         i += 2;
         continue;
       }
       if (static_cast<unsigned char>(c) < 0x20)
-        throw Bail{};
+        throw Bail{"control character"};
       value += c;
       ++i;
     }
@@ -430,19 +578,32 @@ class Reader {
     return i + 1;
   }
 
-  // One-line flow collection starting at t[pos] ('[' or '{'); returns the index after it.
-  size_t parse_flow(std::string_view t, size_t pos, uint32_t line, int depth) {
+  // Flow collection starting at column `pos` of content line fl_ ('[' or '{'); returns the
+  // index after it on the line it ends on, which fl_ is then. Line breaks and comments
+  // between its items are white space (YAML 1.2, 7.4); a scalar that itself goes on over a
+  // line break (a multi-line plain or quoted scalar) is left to yaml-cpp.
+  size_t parse_flow(size_t pos, int depth) {
     if (depth > 32)
-      throw Bail{};
+      throw Bail{"flow nesting"};
+    std::string_view t = lines_[fl_].text;
     char open = t[pos];
     char close = open == '[' ? ']' : '}';
-    emit(open == '[' ? Event::kSeqStart : Event::kMapStart, line, static_cast<uint32_t>(pos));
+    emit(open == '[' ? Event::kSeqStart : Event::kMapStart, lines_[fl_].no,
+         static_cast<uint32_t>(pos));
     size_t i = pos + 1;
     auto skip = [&] {
-      while (i < t.size() && t[i] == ' ')
-        ++i;
-      if (i >= t.size())
-        throw Bail{};  // continues on the next line
+      for (;;) {
+        t = lines_[fl_].text;
+        while (i < t.size() && t[i] == ' ')
+          ++i;
+        if (i < t.size() && !(t[i] == '#' && t[i - 1] == ' '))
+          return;
+        // The end of the line, or a comment to its end: on to the next content line.
+        if (fl_ + 1 >= lines_.size())
+          throw Bail{"unterminated flow"};
+        ++fl_;
+        i = 0;
+      }
     };
     skip();
     if (t[i] == close) {
@@ -452,32 +613,33 @@ class Reader {
     for (;;) {
       skip();
       if (open == '{') {
-        i = flow_scalar_or_collection(t, i, line, depth, /*key=*/true);
+        i = flow_scalar_or_collection(i, depth, /*key=*/true);
         skip();
         if (t[i] != ':')
-          throw Bail{};
+          throw Bail{"flow map no colon"};
         ++i;
         if (i < t.size() && t[i] != ' ')
-          throw Bail{};
+          throw Bail{"flow colon no space"};
         skip();
-        i = flow_scalar_or_collection(t, i, line, depth, false);
+        i = flow_scalar_or_collection(i, depth, false);
       } else {
         // "[ valid_values: [ 1 ] ]": a "key: value" item is a single-pair map.
         size_t at = out_->size();
         bool scalar_item = t[i] != '[' && t[i] != '{';
-        i = flow_scalar_or_collection(t, i, line, depth, scalar_item);
+        i = flow_scalar_or_collection(i, depth, scalar_item);
+        t = lines_[fl_].text;
         size_t k = i;
         while (k < t.size() && t[k] == ' ')
           ++k;
         if (scalar_item && k < t.size() && t[k] == ':') {
           if (k + 1 < t.size() && t[k + 1] != ' ')
-            throw Bail{};
+            throw Bail{"flow pair colon"};
           const Event& key = (*out_)[at];
           out_->insert(out_->begin() + static_cast<std::ptrdiff_t>(at),
                        Event{Event::kMapStart, false, key.line, key.col, {}});
           i = k + 1;
           skip();
-          i = flow_scalar_or_collection(t, i, line, depth, false);
+          i = flow_scalar_or_collection(i, depth, false);
           emit(Event::kMapEnd, 0, 0);
         }
       }
@@ -486,24 +648,27 @@ class Reader {
         ++i;
         skip();
         if (t[i] == close)
-          throw Bail{};  // trailing comma: leave to yaml-cpp
+          throw Bail{"flow trailing comma"};  // leave to yaml-cpp
         continue;
       }
       if (t[i] == close) {
         emit(open == '[' ? Event::kSeqEnd : Event::kMapEnd, 0, 0);
         return i + 1;
       }
-      throw Bail{};
+      throw Bail{"flow junk"};
     }
   }
 
-  size_t flow_scalar_or_collection(std::string_view t, size_t i, uint32_t line, int depth,
-                                   bool key) {
+  // A scalar or collection inside a flow collection, at column i of content line fl_;
+  // returns the index after it on the line it ends on (fl_).
+  size_t flow_scalar_or_collection(size_t i, int depth, bool key) {
+    std::string_view t = lines_[fl_].text;
+    uint32_t line = lines_[fl_].no;
     char c = t[i];
     if (c == '[' || c == '{') {
       if (key)
-        throw Bail{};
-      return parse_flow(t, i, line, depth + 1);
+        throw Bail{"flow key collection"};
+      return parse_flow(i, depth + 1);
     }
     if (c == '"' || c == '\'')
       return parse_quoted(t, i, line);
@@ -511,7 +676,7 @@ class Reader {
       // '-' may start a plain scalar ("-1") but not "- "
       if (!(c == '-' && i + 1 < t.size() && t[i + 1] != ' ' && t[i + 1] != ',' && t[i + 1] != ']' &&
             t[i + 1] != '}')) {
-        throw Bail{};
+        throw Bail{"flow indicator"};
       }
     }
     size_t start = i;
@@ -524,51 +689,96 @@ class Reader {
         break;
       }
       if (d == '#' && t[i - 1] == ' ')
-        throw Bail{};
+        throw Bail{"flow comment"};
       ++i;
     }
-    if (i < t.size() && (t[i] == '[' || t[i] == '{'))
-      throw Bail{};
+    // A plain scalar that reaches the end of the line may go on on the next one.
+    if (i == t.size())
+      throw Bail{"multi-line flow scalar"};
+    if (t[i] == '[' || t[i] == '{')
+      throw Bail{"flow collection after scalar"};
     std::string_view s = t.substr(start, i - start);
     while (!s.empty() && s.back() == ' ')
       s.remove_suffix(1);
     if (s.empty())
-      throw Bail{};
-    if (!key && i < t.size() && t[i] == ':')
-      throw Bail{};  // "[a: b]" single-pair maps
-    emit_plain(s, line, static_cast<uint32_t>(start));
+      throw Bail{"flow empty scalar"};
+    if (!key && t[i] == ':')
+      throw Bail{"flow single pair"};  // "[a: b]" single-pair maps
+    emit_plain(s, line, static_cast<uint32_t>(start), true);
     return start + s.size();
   }
 
   std::vector<Line> lines_;
+  std::vector<std::string_view> raw_;  // every line, blank and comment lines too, by number
   std::deque<Event>* out_ = nullptr;
   size_t cur_ = 0;
+  size_t fl_ = 0;  // the content line a flow collection has reached
   uint32_t eof_line_ = 0;
   bool ends_with_newline_ = false;
   int depth_ = 0;
-  bool bad_ = false;
+  const char* bad_ = nullptr;  // why the text is outside the subset, found while splitting
 };
 
 }  // namespace
 
-bool fast_parse_yaml(std::string_view text, YAML::EventHandler& handler) {
+struct FastYaml::Events {
+  std::deque<Event> list;
+};
+
+FastYaml::FastYaml() = default;
+FastYaml::~FastYaml() = default;
+
+bool FastYaml::read(std::string_view text) {
+  events_.reset();
+  meaning_.clear();
   // U+FEFF, the byte order mark: YAML 1.2.2 (5.2, rules [3] and [202]) allows it at the start
   // of a document, where parse_yaml removes it, and inside quoted scalars, never as a plain
   // character. yaml-cpp has its own view of one anywhere else; the fast reader does not
   // guess and steps aside (a fuzzer found the two disagreeing on "\uFEFF\uFEFF").
-  if (text.find("\xEF\xBB\xBF") != std::string_view::npos)
+  if (text.find("\xEF\xBB\xBF") != std::string_view::npos) {
+    why_ = "a byte order mark";
     return false;
+  }
   // A deque: it grows without copying itself, and the replay frees it as it goes, so the
   // events and the tree they build never both exist in full.
-  std::deque<Event> events;
+  auto events = std::make_unique<Events>();
   Reader reader(text);
-  if (!reader.run(events))
+  why_ = reader.run(events->list);
+  if (why_ != nullptr)
     return false;
-  // Replay only once the whole text is known to be inside the subset, so that a bail-out
-  // never leaves a half-built tree.
+  // The digest comes from the events, not the text: one pass over what was read (a flow
+  // sequence's single-pair map gets its start event after its key was read, so the
+  // events are only final here).
+  MeaningDigest digest;
+  for (const Event& e : events->list) {
+    switch (e.kind) {
+      case Event::kScalar:
+        digest.scalar(e.quoted, e.value);
+        break;
+      case Event::kNull:
+        digest.null();
+        break;
+      case Event::kSeqStart:
+      case Event::kMapStart:
+        digest.open(e.kind == Event::kMapStart);
+        break;
+      case Event::kSeqEnd:
+      case Event::kMapEnd:
+        digest.close(e.kind == Event::kMapEnd);
+        break;
+    }
+  }
+  meaning_ = digest.hex();
+  events_ = std::move(events);
+  return true;
+}
+
+void FastYaml::replay(YAML::EventHandler& handler) {
+  BASE_CHECK(events_ != nullptr);
+  std::unique_ptr<Events> events = std::move(events_);
   static const std::string kPlain = "?", kQuoted = "!";
-  for (; !events.empty(); events.pop_front()) {
-    const Event& e = events.front();
+  for (auto& list = events->list; !list.empty(); list.pop_front()) {
+    const Event& e = list.front();
     YAML::Mark m;
     m.line = static_cast<int>(e.line);
     m.column = static_cast<int>(e.col);
@@ -593,7 +803,65 @@ bool fast_parse_yaml(std::string_view text, YAML::EventHandler& handler) {
         break;
     }
   }
+}
+
+bool fast_parse_yaml(std::string_view text, YAML::EventHandler& handler) {
+  FastYaml fast;
+  if (!fast.read(text))
+    return false;
+  // Replay only once the whole text is known to be inside the subset, so that a bail-out
+  // never leaves a half-built tree.
+  fast.replay(handler);
   return true;
+}
+
+// The encoding: a version line, then per event one kind byte ('S' plain scalar, 'Q' quoted
+// scalar, 'N' null, '[' ']' '{' '}') and, for scalars, the value's length as 8 bytes and
+// its bytes; so no two event streams encode alike.
+MeaningDigest::MeaningDigest() : hasher_(base::DigestAlgorithm::kSha256) {
+  buf_ = "vnflow meaning 1\n";
+}
+
+void MeaningDigest::put(char kind) {
+  if (buf_.size() >= (64u << 10)) {
+    hasher_.update(buf_);
+    buf_.clear();
+  }
+  buf_ += kind;
+}
+
+bool plain_null(std::string_view v) {
+  return v.empty() || v == "~" || v == "null" || v == "Null" || v == "NULL";
+}
+
+void MeaningDigest::scalar(bool quoted, std::string_view value) {
+  if (!quoted && plain_null(value)) {
+    null();
+    return;
+  }
+  put(quoted ? 'Q' : 'S');
+  uint64_t n = value.size();
+  char len[8];
+  for (int i = 0; i < 8; ++i)
+    len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  buf_.append(len, 8);
+  buf_.append(value);
+}
+
+void MeaningDigest::null() {
+  put('N');
+}
+void MeaningDigest::open(bool map) {
+  put(map ? '{' : '[');
+}
+void MeaningDigest::close(bool map) {
+  put(map ? '}' : ']');
+}
+
+std::string MeaningDigest::hex() {
+  hasher_.update(buf_);
+  buf_.clear();
+  return hasher_.hex_final();
 }
 
 }  // namespace tosca::internal

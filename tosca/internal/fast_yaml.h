@@ -1,15 +1,76 @@
-// Fast path for the plain YAML subset of VNFDs (see fast_yaml.cpp).
+// Fast path for the plain YAML subset of VNFDs (see fast_yaml.cpp), and the digest of a
+// text's meaning, by which the type files vnflow ships are recognised whatever their layout.
 #pragma once
 
+#include <deque>
+#include <memory>
+#include <string>
 #include <string_view>
 
 #include <yaml-cpp/eventhandler.h>
 
+#include "base/base.h"
+
 namespace tosca::internal {
+
+// One read of a text by the fast reader.
+class FastYaml {
+ public:
+  FastYaml();
+  ~FastYaml();
+  FastYaml(const FastYaml&) = delete;
+  FastYaml& operator=(const FastYaml&) = delete;
+
+  // Reads `text` and returns true when it is inside the subset; otherwise returns false,
+  // keeps nothing, and why() names what made the reader step aside ("multi-line value").
+  bool read(std::string_view text);
+  const char* why() const { return why_; }
+
+  // After a successful read: the hex SHA-256 of the text's meaning, computed from the
+  // events read (see meaning_digest), so two texts that differ only in indentation,
+  // comments, line endings or quote style have the same one.
+  const std::string& meaning() const { return meaning_; }
+
+  // Emits the events into `handler` exactly as YAML::Parser would, freeing them as it goes.
+  // Once per read.
+  void replay(YAML::EventHandler& handler);
+
+ private:
+  struct Events;
+  std::unique_ptr<Events> events_;
+  const char* why_ = nullptr;
+  std::string meaning_;
+};
 
 // Emits the events of `text` into `handler`, exactly as YAML::Parser would, and returns
 // true; or returns false without emitting anything when the text uses YAML outside the
 // subset, and the caller must parse it with yaml-cpp.
 bool fast_parse_yaml(std::string_view text, YAML::EventHandler& handler);
+
+// Whether a plain (unquoted) scalar is null in YAML 1.2's core schema: "", "~", "null",
+// "Null" or "NULL". The tree builder and the meaning digest both ask this.
+bool plain_null(std::string_view value);
+
+// The digest of a document's meaning: SHA-256 over its events in order, each the node's
+// kind, whether a scalar was quoted (a quoted "1" or "null" is a string, a plain one not)
+// and the scalar's value after unquoting and escapes, length-prefixed; a plain null in any
+// spelling ("key:", "~", "null") is the null it builds. Marks (lines and
+// columns), comments, indentation, line endings and the quote character are not in it.
+// The fast reader feeds it as it reads; the catalog generator gets it from the same reader,
+// so a package's copy and the shipped file are digested by this one function.
+class MeaningDigest {
+ public:
+  MeaningDigest();
+  void scalar(bool quoted, std::string_view value);
+  void null();
+  void open(bool map);
+  void close(bool map);
+  std::string hex();  // once, at the end
+
+ private:
+  void put(char kind);
+  base::Hasher hasher_;
+  std::string buf_;  // encoded events, handed to the hasher in large pieces
+};
 
 }  // namespace tosca::internal

@@ -412,12 +412,14 @@ Document* Loader::load_package_file(const std::string& path, const base::SourceL
     doc->display = src_.display(path);
   } else {
     YamlLimits yl{opt_.limits.max_yaml_depth, opt_.limits.max_yaml_nodes, yaml_nodes_};
-    doc = parse_yaml(text.value(), src_.display(path), yl, diags_);
+    // A copy of a shipped file in another layout comes back from the catalog by its meaning.
+    doc = parse_yaml(text.value(), src_.display(path), yl, diags_, true, catalog_tree);
     if (!doc) {
       by_key_["pkg:" + path] = nullptr;
       return nullptr;
     }
-    yaml_nodes_ += doc->expanded_nodes;
+    if (!doc->from_catalog)
+      yaml_nodes_ += doc->expanded_nodes;
   }
   doc->path = path;
   doc->digest = digest;

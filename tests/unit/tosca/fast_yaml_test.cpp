@@ -14,6 +14,8 @@
 
 #include "tosca/internal/document.h"
 
+#include "tests/unit/tosca/test_files.h"
+
 namespace fs = std::filesystem;
 using tosca::internal::parse_yaml;
 
@@ -54,13 +56,6 @@ bool same_tree(const std::string& text, const std::string& name) {
   CHECK(diag_text(fast_diags) == diag_text(slow_diags));
   Null null;
   return tosca::internal::fast_parse_yaml(text, null);
-}
-
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -126,7 +121,7 @@ TEST_CASE("fast reader and yaml-cpp agree on every YAML file of the tree and cor
       if (!e.is_regular_file() || (ext != ".yaml" && ext != ".yml"))
         continue;
       ++files;
-      if (same_tree(read(e.path()), e.path().string()))
+      if (same_tree(tosca_test::read_file(e.path()), e.path().string()))
         ++fast;
     }
   }
@@ -165,8 +160,83 @@ TEST_CASE("byte order marks: both readers build the same tree", "[tosca][yaml][f
 TEST_CASE("the fuzzer's double byte order mark is a loader seed", "[tosca][yaml][fast]") {
   const char* src = std::getenv("VNFLOW_SOURCE_ROOT");
   REQUIRE(src != nullptr);
-  std::string text =
-      read(fs::path(src) / "tests" / "fuzz" / "tosca_load-corpus" / "tosca-double-bom.yaml");
+  std::string text = tosca_test::read_file(fs::path(src) / "tests" / "fuzz" / "tosca_load-corpus" /
+                                           "tosca-double-bom.yaml");
   CHECK(text == "\xEF\xBB\xBF\xEF\xBB\xBF");
   same_tree(text, "tosca-double-bom.yaml");
+}
+
+TEST_CASE("the widened forms are read fast and agree with yaml-cpp", "[tosca][yaml][fast]") {
+  // Each is inside the subset: the fast reader must take it, and build yaml-cpp's tree.
+  const char* fast_cases[] = {
+      // Block-context plain scalars with quotes, brackets and other indicators inside.
+      "d: the value \"ipv6\" and 'v4'\n",
+      "p: (^etsivnfm:v[0-9]?[0-9]\\.[0-9]$)|(^[0-9]+:[a-zA-Z0-9.-]+$)\n",
+      "k: a*b&c!d%e@f`g?h|i>j{k}l\\m\n",
+      "a \"q\" key: 1\nplain \"key\": 2\n",
+      "- item with \"quotes\" # and a comment\n- a [b] c\n",
+      // Flow collections over several lines, comments and a continuation at column 0.
+      "v: [ a, b,\n  c ]\nw: 1\n",
+      "v: [ a, b,\nc, d ]\n",
+      "v: {a: 1, # first\n    b: [x,\n        y]}\n",
+      "- [a,\n\n   b]\n- {k:\n    v}\n",
+      "c:\n  - valid_values: [ 1,\n      2 ]\n",
+      // Block scalars: literal, folded, chomping, empty lines, comment-like content.
+      "a: |\n  line 1\n  line 2\nb: 1\n",
+      "a: >\n  folded\n  text\n\n  new paragraph\nb: 1\n",
+      "a: >-\n  strip\n  me\n",
+      "a: |+\n  keep\n\n\nb: 1\n",
+      "a: |-\n  x\n\n",
+      "a: | # a comment\n    # not a comment\n    x\n",
+      "a: |\n\n  after an empty line\n",
+      "a: |\n  one\n    more indented\n  back\n",
+      "- |\n  in a sequence\n- >\n  folded\n  item\n",
+      "a:\n  b: >\n    deep\n    text\n  c: 2\n",
+      "description: >\n  A description\n  over lines.\nx: |\n  #!/bin/sh\n  echo \"hi\"\n",
+      // Plain scalars over several lines, folded into one.
+      "description: VNF deployment flavour selected by the consumer. It is provided\n"
+      "  in the API\nb: 1\n",
+      "- an item\n  that goes on\n     and on\n- next\n",
+      "a:\n  b: one \"two\"\n    three (x|y)\n  c: d\n",
+  };
+  for (const char* c : fast_cases) {
+    INFO(c);
+    CHECK(same_tree(c, "new.yaml"));
+  }
+  // Close to them but left to yaml-cpp: the trees must still be the same.
+  const char* slow_cases[] = {
+      "v: [a\n  b]\n",          // a plain scalar over a line break inside flow
+      "v: ['a\n  b']\n",        // a quoted one
+      "v: [a, b\n",             // unterminated
+      "a: |2\n   x\n",          // explicit indentation
+      "a: >\n  x\n    more\n",  // more-indented folded line
+      "a: |\n  x\n   \n",       // white line with more spaces than the indent
+      "a: |\n  x",              // ends the text without a newline
+      "a: |\n\tx\n",            // tab
+      "a: |x\n",                // bad header
+      "a: |\nb: 1\n",           // empty
+      "k: a\tb\n",              // tab inside a plain scalar
+      "v: [a\"b]\n",            // quote inside a flow plain scalar
+      "a: x\n\n  y\n",          // an empty line inside a plain scalar
+      "a: x # c\n  y\n",        // a comment, then more
+      "a: x\n  # c\n  y\n",     // a comment line inside
+      "a: x\n  - y\n",          // an indicator starting the next line
+      "a: x\n  y: z\n",         // a key on the next line
+      "- x\n  y #c\n",          // a comment at the end
+  };
+  for (const char* c : slow_cases) {
+    INFO(c);
+    same_tree(c, "edge.yaml");
+  }
+}
+
+TEST_CASE("the fuzzer's seeds of the widened forms are read fast", "[tosca][yaml][fast]") {
+  const char* src = std::getenv("VNFLOW_SOURCE_ROOT");
+  REQUIRE(src != nullptr);
+  for (const char* seed : {"yaml-block-scalars.yaml", "yaml-multiline-flow.yaml"}) {
+    INFO(seed);
+    CHECK(same_tree(
+        tosca_test::read_file(fs::path(src) / "tests" / "fuzz" / "tosca_load-corpus" / seed),
+        seed));
+  }
 }
