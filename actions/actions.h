@@ -201,4 +201,12 @@ std::string scrub(std::string s, const std::vector<std::string>& secrets);
 // A copy of `v` with every secret-named field's value replaced by "***".
 json::value redact(const json::value& v);
 
+// One GET with the actions' HTTP(S) client (HTTPS verified against the system's CAs, the
+// host name checked): the body of a 2xx answer, at most `max_body` bytes, within
+// `timeout`; HTTP Basic credentials when `user` is not empty. Another status is
+// kUnavailable naming it; messages never hold the credentials.
+base::Result<std::string> http_get(const std::string& url, std::string_view user,
+                                   std::string_view password, size_t max_body,
+                                   std::chrono::milliseconds timeout);
+
 }  // namespace actions

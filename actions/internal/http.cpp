@@ -15,6 +15,9 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/version.hpp>
+#include <openssl/evp.h>
+
+#include "actions/actions.h"
 
 namespace actions::http {
 
@@ -231,3 +234,32 @@ Transport& Transport::real() {
 }
 
 }  // namespace actions::http
+
+namespace actions {
+
+base::Result<std::string> http_get(const std::string& url, std::string_view user,
+                                   std::string_view password, size_t max_body,
+                                   std::chrono::milliseconds timeout) {
+  http::Request req;
+  req.url = url;
+  if (!user.empty()) {
+    std::string cred = std::string(user) + ":" + std::string(password);
+    std::string b64(4 * ((cred.size() + 2) / 3) + 1, '\0');
+    int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(b64.data()),
+                            reinterpret_cast<const unsigned char*>(cred.data()),
+                            static_cast<int>(cred.size()));
+    b64.resize(static_cast<size_t>(n));
+    req.headers.emplace_back("Authorization", "Basic " + b64);
+  }
+  http::Options opt;
+  opt.max_body = max_body;
+  opt.deadline = std::chrono::steady_clock::now() + timeout;
+  auto r = http::send(req, opt);
+  if (!r.ok())
+    return r.status();
+  if (r.value().status < 200 || r.value().status > 299)
+    return base::Status::Unavailable("GET " + url + ": HTTP " + std::to_string(r.value().status));
+  return std::move(r.value().body);
+}
+
+}  // namespace actions
