@@ -28,22 +28,7 @@ cleanup() {
 }
 T_ON_DIE='t_show "$T_DIR/daemon.log" 30'
 
-# A free port below 32768 (outside Linux's ephemeral range).
-port=$(/usr/bin/python3 - <<'EOF'
-import random, socket
-for _ in range(200):
-    p = random.randint(20000, 32000)
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-    except OSError:
-        continue
-    finally:
-        s.close()
-    print(p)
-    break
-EOF
-)
+port=$(/usr/bin/python3 "$root/tests/api/free_port.py")
 [[ -n $port ]] || die "no free port"
 ep=http://127.0.0.1:$port
 token=t-$RANDOM$RANDOM$RANDOM
