@@ -2,9 +2,11 @@
 // VIM records and key rotation.
 #include "engine/internal/pg_store.h"
 
+#include <chrono>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -218,11 +220,18 @@ PgStore::PgStore(const std::string& url, const std::string& key_path, bool daemo
     // The daemon's lock lives in the write connection's session: every commit goes through
     // that connection, so none happens while another daemon holds the lock (a reconnect
     // takes it again, or fails).
+    // The server ends a closed session a moment after its client has gone, so the lock of
+    // a daemon that just stopped (a restart) may still be held: asked again for up to 2 s.
     w_.on_connect = [this](PgConn& c) {
-      auto q =
-          c.run("SELECT pg_try_advisory_lock($1::int, hashtext(current_schema()))", {kDaemonLock});
-      if (q.text(0, 0) != "t")
-        throw PgError("another daemon is running on " + display_, kRefused, false);
+      for (int attempt = 0;; ++attempt) {
+        auto q = c.run("SELECT pg_try_advisory_lock($1::int, hashtext(current_schema()))",
+                       {kDaemonLock});
+        if (q.text(0, 0) == "t")
+          return;
+        if (attempt == 20)
+          throw PgError("another daemon is running on " + display_, kRefused, false);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
     };
   }
 }

@@ -1,9 +1,11 @@
 // What only a store on a server has to get right (the PostgreSQL store; on SQLite the tests
 // that need a server skip): a lost connection, a URL's password in messages, hostile text
 // as values.
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include <catch2/catch.hpp>
 #include <libpq-fe.h>
@@ -95,6 +97,27 @@ TEST_CASE("the daemon lock is taken again after a reconnection, or the commit is
     CHECK_FALSE(w.ok());
   }
   CHECK(third.value()->get_machine("m").status().code() == base::StatusCode::kNotFound);
+}
+
+TEST_CASE("a daemon started while the previous one is stopping gets the lock once it is free") {
+  if (!vnflow_test::on_postgres()) {
+    WARN("skipped on SQLite: the daemon's lock there is a flock (commands_test)");
+    return;
+  }
+  TempDir dir;
+  auto db = vnflow_test::new_test_db(dir.path);
+  auto first = engine::open_postgres_store(db.target, db.key, /*daemon_lock=*/true);
+  REQUIRE(first.ok());
+  // The first daemon goes 300 ms after the second starts (a restart whose old session the
+  // server has not ended yet): the second waits for the lock instead of refusing to run.
+  std::unique_ptr<engine::Store> leaving = std::move(first).value();
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    leaving.reset();
+  });
+  auto second = engine::open_postgres_store(db.target, db.key, /*daemon_lock=*/true);
+  stopper.join();
+  CHECK(second.ok());
 }
 
 TEST_CASE("a database URL's password never appears in a message") {
