@@ -505,14 +505,29 @@ class Reader {
   // YAML 1.2 (rule [130], ns-plain-char) lets every other printable character in, quotes
   // and brackets included ("the value \"ipv6\"", "[0-9]+|x"); tabs, DEL and the other
   // control characters still go to yaml-cpp.
+  // One table, built at compile time: bit 1 set for the bytes a flow plain scalar may
+  // hold, bit 2 for a block one's (every scalar byte goes through here).
+  struct PlainBytes {
+    uint8_t bits[256] = {};
+    constexpr PlainBytes() {
+      for (int c = 0; c < 256; ++c) {
+        bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        bool punct = false;
+        for (const char* p = " _-./:+=()~,;@$<>^"; *p != 0; ++p)
+          punct = punct || c == static_cast<unsigned char>(*p);
+        if (c >= 0x80 || alnum || punct)
+          bits[c] |= 1;
+        if (c >= 0x80 || (c >= 0x20 && c < 0x7f))
+          bits[c] |= 2;
+      }
+    }
+  };
+
   static bool safe_plain(std::string_view s, bool flow) {
+    static constexpr PlainBytes kTable;
+    const uint8_t want = flow ? 1 : 2;
     for (char ch : s) {
-      auto c = static_cast<unsigned char>(ch);
-      if (c >= 0x80 || std::isalnum(c))
-        continue;
-      if (!flow && c >= 0x20 && c < 0x7f)
-        continue;
-      if (std::strchr(" _-./:+=()~,;@$<>^", ch) == nullptr || ch == '\0')
+      if ((kTable.bits[static_cast<unsigned char>(ch)] & want) == 0)
         return false;
     }
     return true;
