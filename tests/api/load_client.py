@@ -13,7 +13,8 @@ connection of its own, against the vnflow API.
   load_client.py submit EP TOKEN INSTANCES_FILE INST_JSON CLIENTS OUT_FILE SECS
       Each instance instantiated once (no polling) until the instances run out, the
       daemon dies or SECS pass; OUT_FILE gets one line per instance tried:
-      "ID accepted OP", "ID http CODE" or "ID lost ERROR" (no answer: outcome unknown).
+      "ID accepted OP", "ID http CODE", "ID refused -" (no connection: nothing sent) or
+      "ID lost ERROR" (no answer: outcome unknown).
 """
 import http.client
 import json
@@ -172,6 +173,11 @@ def submit(ep, token, instances, inst_body, clients, out_file, secs):
                 inst = todo.pop()
             try:
                 st, h, _ = conn.call("POST", "/vnflcm/v1/vnf_instances/%s/instantiate" % inst, inst_body)
+            except ConnectionRefusedError:  # nothing was sent: certainly no operation
+                with lock:
+                    lines.append("%s refused -" % inst)
+                time.sleep(0.2)
+                continue
             except Exception as e:  # noqa: BLE001: no answer, the outcome is unknown
                 with lock:
                     lines.append("%s lost %s" % (inst, type(e).__name__))
