@@ -1,6 +1,7 @@
 // vnflow package|instance|op|key|daemon: their options and their output over the engine's
 // commands and views (engine/engine.h: the rules, the database checks and the daemon's
 // lifecycle live there).
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -661,6 +662,9 @@ int cmd_op(const CommandSpec& spec, const Opts& o) {
     auto deadline = std::chrono::steady_clock::now() +
                     std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
     int64_t seen = 0;
+    // Woken by the next commit (Store::wait_for_change), not by a timer: the first call
+    // arms the watch before the first read, so no commit between them is missed.
+    store->wait_for_change(std::chrono::milliseconds(0));
     for (;;) {
       auto op = store->get_op(id);
       if (!op.ok())
@@ -688,7 +692,10 @@ int cmd_op(const CommandSpec& spec, const Opts& o) {
                   << engine::to_string(op.value().state) << " after " << timeout << " s\n";
         return 3;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      store->wait_for_change(
+          std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(100)));
     }
   }
   if (sub == "retry" || sub == "rollback" || sub == "fail") {

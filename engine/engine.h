@@ -206,6 +206,10 @@ class Store {
 
   // Files no hook may read (the database, its journal, its key file): local.exec hides them.
   virtual std::vector<std::string> private_files() const { return {}; }
+  // Returns when something may have been committed to the database since the last call (by
+  // any process), or after `at_most`, whichever comes first: what a reader waiting for an
+  // operation's next transition sleeps on. The default sleeps `at_most`.
+  virtual void wait_for_change(std::chrono::milliseconds at_most);
   // Re-seals every sealed value with a new key and replaces the key file (docs/security.md).
   // Crash-safe: the new key is written beside the old one first, and an interrupted rotation
   // is finished (or forgotten) the next time the database is opened.

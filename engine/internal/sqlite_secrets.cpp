@@ -258,7 +258,7 @@ base::Status SqliteStore::rotate_key() {
 
 std::vector<std::string> SqliteStore::private_files() const {
   const std::string& key = sealer_.key_path();
-  std::string db = key.substr(0, key.size() - 4);
+  std::string db = db_file();
   // The daemon's wake socket too (daemon.cpp): a hook has no business poking the daemon.
   return {db, db + "-wal", db + "-shm", key, db + ".wake"};
 }

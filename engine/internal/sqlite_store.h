@@ -38,6 +38,7 @@ std::string text(SQLite::Statement& st, int i);
 class SqliteStore : public Store {
  public:
   explicit SqliteStore(const std::string& path);
+  ~SqliteStore() override;
   base::Status init();
 
   // sqlite_store.cpp
@@ -73,6 +74,8 @@ class SqliteStore : public Store {
   base::Status delete_vim(std::string_view id) override;
   base::Status rotate_key() override;
   std::vector<std::string> private_files() const override;
+  // Watches the write-ahead log with inotify: every commit writes it.
+  void wait_for_change(std::chrono::milliseconds at_most) override;
 
  private:
   // Runs `f`, turning SQLite's exceptions into a Status (busy or locked: kUnavailable).
@@ -92,6 +95,11 @@ class SqliteStore : public Store {
 
   // sqlite_store.cpp
   void rollback_quietly();
+  // The database file (its key file is `<db>.key`).
+  std::string db_file() const {
+    const std::string& key = sealer_.key_path();
+    return key.substr(0, key.size() - 4);
+  }
 
   // sqlite_ops.cpp
   static void bind_text_or_null(SQLite::Statement& st, int i, const std::string& s);
@@ -123,6 +131,7 @@ class SqliteStore : public Store {
   SQLite::Database w_;
   SQLite::Database r_;
   std::unique_ptr<SQLite::Statement> upd_op_, upd_op_plain_, ins_output_, ins_event_, upd_inst_;
+  int watch_fd_ = -1;  // change_watch.cpp: the inotify watch on the log (-2: none possible)
 };
 
 }  // namespace engine::internal

@@ -3,12 +3,14 @@
 #include "engine/engine.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
@@ -489,4 +491,33 @@ TEST_CASE("secret fields of requests, records and outputs are sealed at rest, pl
   std::string bytes = vnflow_test::at_rest(f.db);
   CHECK(bytes.find(op) != std::string::npos);  // the rows were read
   CHECK(bytes.find("Secret-4711") == std::string::npos);
+}
+
+TEST_CASE("a reader waiting for a change wakes at the next commit, not at its timeout") {
+  if (vnflow_test::on_postgres()) {
+    WARN("skipped on PostgreSQL: it waits the timeout (a log watch is SQLite's)");
+    return;
+  }
+  TempDir dir;
+  auto db = vnflow_test::new_test_db(dir.path);
+  auto reader = db.open();
+  auto writer = db.open();  // another connection, as another process would have
+  REQUIRE(reader.ok());
+  REQUIRE(writer.ok());
+  reader.value()->wait_for_change(std::chrono::milliseconds(0));  // arms the watch
+  // Nothing committed: the whole timeout passes.
+  auto t0 = std::chrono::steady_clock::now();
+  reader.value()->wait_for_change(std::chrono::milliseconds(300));
+  CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(250));
+  // A commit 200 ms in: the reader is back well before its 10 s timeout.
+  std::thread w([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK(writer.value()->put_machine("m1", "{}").ok());
+  });
+  t0 = std::chrono::steady_clock::now();
+  reader.value()->wait_for_change(std::chrono::milliseconds(10000));
+  auto waited = std::chrono::steady_clock::now() - t0;
+  w.join();
+  CHECK(waited >= std::chrono::milliseconds(150));
+  CHECK(waited < std::chrono::seconds(5));
 }
