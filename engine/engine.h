@@ -62,9 +62,17 @@ std::optional<OpState> parse_op_state(std::string_view s);
 bool is_final(OpState s);   // COMPLETED, FAILED, ROLLED_BACK
 bool is_active(OpState s);  // STARTING, PROCESSING, ROLLING_BACK: the daemon runs it
 
+// A VNF package. SOL005 states: onboarding CREATED -> PROCESSING -> ONBOARDED (a failed
+// onboarding returns to CREATED with `failure` set: the package may be uploaded again),
+// operational ENABLED | DISABLED. `vnflow package onboard` stores ONBOARDED and ENABLED at
+// once. Until onboarded, `digest` is "" and the VNF fields are empty.
 struct PackageRecord {
   std::string id, digest, name, provider, product, version, vnfd_id;
-  int64_t onboarded_ms = 0;
+  int64_t onboarded_ms = 0;  // creation time until onboarded
+  std::string onboarding_state = "ONBOARDED";
+  std::string operational_state = "ENABLED";
+  std::string user_data = "{}";  // SOL005 userDefinedData: a JSON object's text
+  std::string failure;           // why the last onboarding failed ("" when it did not)
 };
 
 struct InstanceRecord {
@@ -161,9 +169,17 @@ class Store {
   // Applies `batches` in ONE transaction: all or nothing.
   virtual base::Status apply(const std::vector<const Batch*>& batches) = 0;
 
-  // A package with the same digest is stored once: its record comes back.
+  // A package with the same digest is stored once: its record comes back. A record without
+  // digest (a package created before its content) is always inserted.
   virtual base::Result<PackageRecord> put_package(const PackageRecord& rec,
                                                   const std::string& bytes) = 0;
+  // Replaces the record of `rec.id` (and its content, when `bytes` is given) if its
+  // onboarding state is still `expect_state`: kFailedPrecondition naming the state
+  // otherwise, kAlreadyExists when `rec.digest` is another package's.
+  virtual base::Status update_package(const PackageRecord& rec, const std::string* bytes,
+                                      std::string_view expect_state) = 0;
+  // Deletes a package: kFailedPrecondition while an instance refers to it.
+  virtual base::Status delete_package(std::string_view id) = 0;
   virtual base::Result<PackageRecord> get_package(std::string_view id) = 0;
   virtual base::Result<std::string> package_bytes(std::string_view id) = 0;
   virtual base::Result<std::vector<PackageRecord>> list_packages() = 0;
@@ -323,6 +339,41 @@ void check_package_workflows(const tosca::Package& pkg, base::Diagnostics& diags
 base::Result<PackageRecord> onboard_package(Store& store, const std::string& path,
                                             base::Diagnostics& diags,
                                             const PackageCheckOptions& options = {});
+
+// SOL005 package management (the REST API's /vnfpkgm/v1): a package created empty, then
+// given its content, which is onboarded exactly as onboard_package does.
+constexpr size_t kMaxPackageBytes = 64 << 20;
+// CREATED, DISABLED; `user_data` (userDefinedData) at most 64 KiB of JSON.
+base::Result<PackageRecord> create_package(Store& store, json::object user_data);
+// Onboards zip `bytes` into package `id`: the loader (signatures checked) and
+// check_package_workflows, as onboard_package. Refused, changing nothing, unless the
+// package is CREATED (kFailedPrecondition) and `bytes` is a zip archive (kInvalidArgument).
+// Otherwise the package is ONBOARDED and ENABLED, or back to CREATED with `failure` (the
+// located diagnostics, also in `diags`), which the returned record shows.
+base::Result<PackageRecord> upload_package(Store& store, std::string_view id, std::string bytes,
+                                           base::Diagnostics& diags,
+                                           const PackageCheckOptions& options = {});
+// The content of a package to upload from `uri`: file:///PATH (a regular file), http:// or
+// https:// (HTTPS verified against the system's CAs; basic credentials when `user` is not
+// empty), at most kMaxPackageBytes, within `timeout`. Other schemes: kInvalidArgument.
+base::Result<std::string> fetch_package(std::string_view uri, std::string_view user,
+                                        std::string_view password, std::chrono::seconds timeout);
+// SOL005 VnfPkgInfoModifications: `operationalState` (ENABLED | DISABLED) and/or
+// `userDefinedData` (merged: a null value removes the key). Only ONBOARDED packages; a
+// request that changes nothing is refused (kFailedPrecondition). Returns what changed.
+base::Result<json::object> modify_package(Store& store, std::string_view id,
+                                          const json::object& changes);
+// Refused while the package is ENABLED or an instance refers to it.
+base::Status delete_package(Store& store, std::string_view id);
+// The package a new instance of VNFD `vnfd_id` comes from: the newest ONBOARDED and
+// ENABLED one (kNotFound when there is none).
+base::Result<PackageRecord> package_for_vnfd(Store& store, std::string_view vnfd_id);
+// An ONBOARDED package loaded from the store, to read its files (VNFD, artifacts):
+// kFailedPrecondition while it is not ONBOARDED.
+base::Result<std::shared_ptr<const tosca::Package>> open_package(Store& store, std::string_view id);
+// The files of its VNFD: the entry definitions' folder's YAML files (sorted).
+std::vector<std::string> vnfd_files(const tosca::Package& pkg);
+
 base::Result<InstanceRecord> create_instance(Store& store, std::string_view package_id,
                                              std::string name, std::string description);
 // Checks the request (SOL003 body), compiles the operation's machine from the instance's
@@ -426,8 +477,9 @@ json::object op_view(const OpRecord& op);
 // SOL003 VnfInstance (SOL003 2.6.1, /vnflcm/v1) of an instance of package `pkg` (its
 // provider, product, versions), redacted, without _links (the REST API's URLs).
 json::object vnf_instance_view(const InstanceRecord& i, const PackageRecord& pkg);
-// SOL005 VnfPkgInfo of a stored package (every stored package is ONBOARDED and ENABLED),
-// without _links; `in_use`: an instance refers to it.
+// SOL005 VnfPkgInfo of a stored package, without _links; `in_use`: an instance refers to
+// it. The VNF fields only once ONBOARDED; a failed onboarding's reason as
+// onboardingFailureDetails (a ProblemDetails, SOL005 2.7's name).
 json::object vnf_package_view(const PackageRecord& p, bool in_use);
 json::object event_view(const EventRecord& e);
 // The name of the state an operation is at ("" when none or unknown).

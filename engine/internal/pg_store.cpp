@@ -20,7 +20,7 @@ namespace engine::internal {
 
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
 // Advisory lock classes (the second key is the schema's hash, so that several vnflow schemas
 // can share one database): the schema script, and the daemon of a database.
@@ -33,7 +33,10 @@ constexpr const char* kSchema = R"SQL(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS packages(
   id TEXT PRIMARY KEY, digest TEXT NOT NULL UNIQUE, name TEXT, provider TEXT, product TEXT,
-  version TEXT, vnfd_id TEXT, onboarded_ms BIGINT NOT NULL, bytes BYTEA NOT NULL);
+  version TEXT, vnfd_id TEXT, onboarded_ms BIGINT NOT NULL, bytes BYTEA NOT NULL,
+  onboarding_state TEXT NOT NULL DEFAULT 'ONBOARDED',
+  operational_state TEXT NOT NULL DEFAULT 'ENABLED', user_data TEXT NOT NULL DEFAULT '{}',
+  failure TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS instances(
   id TEXT PRIMARY KEY, package_id TEXT NOT NULL REFERENCES packages(id), name TEXT,
   instantiation_state TEXT NOT NULL, record TEXT NOT NULL, created_ms BIGINT NOT NULL);
@@ -65,7 +68,14 @@ CREATE TABLE IF NOT EXISTS vims(
 )SQL";
 
 constexpr const char* kPackageColumns =
-    "id, digest, name, provider, product, version, vnfd_id, onboarded_ms";
+    "id, digest, name, provider, product, version, vnfd_id, onboarded_ms, onboarding_state,"
+    " operational_state, user_data, failure";
+
+// A package without content yet keeps this in the digest column (NOT NULL UNIQUE since
+// schema 1): never a SHA-256.
+std::string stored_digest(const PackageRecord& p) {
+  return p.digest.empty() ? "created:" + p.id : p.digest;
+}
 constexpr const char* kInstanceColumns =
     "id, package_id, name, instantiation_state, record, created_ms";
 constexpr const char* kVimColumns =
@@ -75,12 +85,18 @@ PackageRecord read_package(const PgResult& q, int row) {
   PackageRecord p;
   p.id = q.text(row, 0);
   p.digest = q.text(row, 1);
+  if (p.digest.rfind("created:", 0) == 0)
+    p.digest.clear();
   p.name = q.text(row, 2);
   p.provider = q.text(row, 3);
   p.product = q.text(row, 4);
   p.version = q.text(row, 5);
   p.vnfd_id = q.text(row, 6);
   p.onboarded_ms = q.i64(row, 7);
+  p.onboarding_state = q.text(row, 8);
+  p.operational_state = q.text(row, 9);
+  p.user_data = q.text(row, 10);
+  p.failure = q.text(row, 11);
   return p;
 }
 
@@ -251,6 +267,21 @@ base::Status PgStore::init_schema() {
     if (v > kSchemaVersion)
       return base::Status::FailedPrecondition(
           "the database was written by a newer vnflow (schema " + std::to_string(v) + ")");
+    if (v < 2) {
+      // 1 -> 2: SOL005 package states (every package so far was onboarded by the CLI:
+      // ONBOARDED, ENABLED, its name as user data).
+      w_.exec(
+          "ALTER TABLE packages ADD COLUMN IF NOT EXISTS onboarding_state TEXT NOT NULL"
+          " DEFAULT 'ONBOARDED';"
+          "ALTER TABLE packages ADD COLUMN IF NOT EXISTS operational_state TEXT NOT NULL"
+          " DEFAULT 'ENABLED';"
+          "ALTER TABLE packages ADD COLUMN IF NOT EXISTS user_data TEXT NOT NULL DEFAULT '{}';"
+          "ALTER TABLE packages ADD COLUMN IF NOT EXISTS failure TEXT NOT NULL DEFAULT '';"
+          "UPDATE packages SET user_data = json_build_object('name', name)::text"
+          " WHERE name IS NOT NULL AND user_data = '{}';");
+      w_.run("UPDATE meta SET value = $1 WHERE key = 'schema_version'",
+             {std::to_string(kSchemaVersion)});
+    }
   } else {
     w_.run("INSERT INTO meta(key, value) VALUES('schema_version', $1)",
            {std::to_string(kSchemaVersion)});
@@ -280,12 +311,14 @@ base::Result<PackageRecord> PgStore::put_package(const PackageRecord& rec,
     // Stored once per digest, also when two processes onboard it at the same moment.
     w_.run(
         "INSERT INTO packages(id, digest, name, provider, product, version, vnfd_id,"
-        " onboarded_ms, bytes) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+        " onboarded_ms, bytes, onboarding_state, operational_state, user_data, failure)"
+        " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
         " ON CONFLICT (digest) DO NOTHING",
-        {rec.id, rec.digest, rec.name, rec.provider, rec.product, rec.version, rec.vnfd_id,
-         rec.onboarded_ms, PgArg::bytes(bytes)});
+        {rec.id, stored_digest(rec), rec.name, rec.provider, rec.product, rec.version, rec.vnfd_id,
+         rec.onboarded_ms, PgArg::bytes(bytes), rec.onboarding_state, rec.operational_state,
+         rec.user_data, rec.failure});
     auto q = w_.run(std::string("SELECT ") + kPackageColumns + " FROM packages WHERE digest = $1",
-                    {rec.digest});
+                    {stored_digest(rec)});
     if (q.rows() == 0)
       return base::Status::Internal("package " + rec.digest + " vanished while onboarded");
     out = read_package(q, 0);
@@ -341,6 +374,47 @@ base::Result<std::vector<PackageRecord>> PgStore::list_packages() {
   if (!s.ok())
     return s;
   return out;
+}
+
+base::Status PgStore::update_package(const PackageRecord& rec, const std::string* bytes,
+                                     std::string_view expect_state) {
+  std::lock_guard<std::mutex> lock(wmu_);
+  return transaction(w_, [&] {
+    auto q = w_.run("SELECT onboarding_state FROM packages WHERE id = $1 FOR UPDATE", {rec.id});
+    if (q.rows() == 0)
+      return base::Status::NotFound("no package \"" + rec.id + "\"");
+    if (q.text(0, 0) != expect_state)
+      return base::Status::FailedPrecondition("package " + rec.id + " is " + q.text(0, 0) +
+                                              ", not " + std::string(expect_state));
+    auto dup = w_.run("SELECT id FROM packages WHERE digest = $1 AND id <> $2",
+                      {stored_digest(rec), rec.id});
+    if (dup.rows() > 0)
+      return base::Status{base::StatusCode::kAlreadyExists,
+                          "the same package content is package " + dup.text(0, 0)};
+    w_.run(
+        "UPDATE packages SET digest = $2, name = $3, provider = $4, product = $5, version = $6,"
+        " vnfd_id = $7, onboarded_ms = $8, onboarding_state = $9, operational_state = $10,"
+        " user_data = $11, failure = $12, bytes = COALESCE($13, bytes) WHERE id = $1",
+        {rec.id, stored_digest(rec), rec.name, rec.provider, rec.product, rec.version, rec.vnfd_id,
+         rec.onboarded_ms, rec.onboarding_state, rec.operational_state, rec.user_data, rec.failure,
+         bytes != nullptr ? PgArg::bytes(*bytes) : PgArg(std::nullopt)});
+    return base::Status::Ok();
+  });
+}
+
+base::Status PgStore::delete_package(std::string_view id) {
+  std::lock_guard<std::mutex> lock(wmu_);
+  return transaction(w_, [&] {
+    auto q = w_.run("SELECT id FROM packages WHERE id = $1 FOR UPDATE", {id});
+    if (q.rows() == 0)
+      return base::Status::NotFound("no package \"" + std::string(id) + "\"");
+    auto inst = w_.run("SELECT id FROM instances WHERE package_id = $1 LIMIT 1", {id});
+    if (inst.rows() > 0)
+      return base::Status::FailedPrecondition("package " + std::string(id) +
+                                              " is in use by VNF instance " + inst.text(0, 0));
+    w_.run("DELETE FROM packages WHERE id = $1", {id});
+    return base::Status::Ok();
+  });
 }
 
 base::Status PgStore::create_instance(const InstanceRecord& rec) {

@@ -115,6 +115,9 @@ class PgStore : public Store {
   base::Result<PackageRecord> get_package(std::string_view id) override;
   base::Result<std::string> package_bytes(std::string_view id) override;
   base::Result<std::vector<PackageRecord>> list_packages() override;
+  base::Status update_package(const PackageRecord& rec, const std::string* bytes,
+                              std::string_view expect_state) override;
+  base::Status delete_package(std::string_view id) override;
   base::Status create_instance(const InstanceRecord& rec) override;
   base::Result<InstanceRecord> get_instance(std::string_view id) override;
   base::Result<std::vector<InstanceRecord>> list_instances() override;

@@ -17,13 +17,16 @@ namespace engine::internal {
 
 namespace {
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 constexpr const char* kSchema = R"SQL(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS packages(
   id TEXT PRIMARY KEY, digest TEXT NOT NULL UNIQUE, name TEXT, provider TEXT, product TEXT,
-  version TEXT, vnfd_id TEXT, onboarded_ms INTEGER NOT NULL, bytes BLOB NOT NULL);
+  version TEXT, vnfd_id TEXT, onboarded_ms INTEGER NOT NULL, bytes BLOB NOT NULL,
+  onboarding_state TEXT NOT NULL DEFAULT 'ONBOARDED',
+  operational_state TEXT NOT NULL DEFAULT 'ENABLED', user_data TEXT NOT NULL DEFAULT '{}',
+  failure TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS instances(
   id TEXT PRIMARY KEY, package_id TEXT NOT NULL REFERENCES packages(id), name TEXT,
   instantiation_state TEXT NOT NULL, record TEXT NOT NULL, created_ms INTEGER NOT NULL);
@@ -60,16 +63,48 @@ CREATE TABLE IF NOT EXISTS vims(
   is_default INTEGER NOT NULL DEFAULT 0, created_ms INTEGER NOT NULL);
 )SQL";
 
+// A package without content yet keeps this in the digest column (NOT NULL UNIQUE since
+// schema 1): never a SHA-256.
+std::string stored_digest(const PackageRecord& p) {
+  return p.digest.empty() ? "created:" + p.id : p.digest;
+}
+
+constexpr const char* kPackageColumns =
+    "SELECT id, digest, name, provider, product, version, vnfd_id, onboarded_ms,"
+    " onboarding_state, operational_state, user_data, failure";
+
+// Binds ?1..?12 of an INSERT or UPDATE of packages to `p` (the columns' order in
+// kPackageColumns).
+void bind_package(SQLite::Statement& st, const PackageRecord& p) {
+  int i = 0;
+  for (const std::string* v :
+       {&p.id, &p.digest, &p.name, &p.provider, &p.product, &p.version, &p.vnfd_id}) {
+    ++i;
+    st.bind(i, i == 2 ? stored_digest(p) : *v);
+  }
+  st.bind(8, static_cast<int64_t>(p.onboarded_ms));
+  st.bind(9, p.onboarding_state);
+  st.bind(10, p.operational_state);
+  st.bind(11, p.user_data);
+  st.bind(12, p.failure);
+}
+
 PackageRecord read_package(SQLite::Statement& st) {
   PackageRecord p;
   p.id = text(st, 0);
   p.digest = text(st, 1);
+  if (p.digest.rfind("created:", 0) == 0)
+    p.digest.clear();
   p.name = text(st, 2);
   p.provider = text(st, 3);
   p.product = text(st, 4);
   p.version = text(st, 5);
   p.vnfd_id = text(st, 6);
   p.onboarded_ms = st.getColumn(7).getInt64();
+  p.onboarding_state = text(st, 8);
+  p.operational_state = text(st, 9);
+  p.user_data = text(st, 10);
+  p.failure = text(st, 11);
   return p;
 }
 
@@ -125,6 +160,23 @@ base::Status SqliteStore::init() {
           // (events.outputs) instead of a row of their own in `outputs`.
           w_.exec("ALTER TABLE events ADD COLUMN outputs TEXT");
         }
+        if (v < 3) {
+          // 2 -> 3: SOL005 package states (every package so far was onboarded by the CLI:
+          // ONBOARDED, ENABLED, its name as user data).
+          for (std::string column :
+               {"onboarding_state TEXT NOT NULL DEFAULT 'ONBOARDED'",
+                "operational_state TEXT NOT NULL DEFAULT 'ENABLED'",
+                "user_data TEXT NOT NULL DEFAULT '{}'", "failure TEXT NOT NULL DEFAULT ''"}) {
+            SQLite::Statement has(
+                w_, "SELECT count(*) FROM pragma_table_info('packages') WHERE name = ?");
+            has.bind(1, column.substr(0, column.find(' ')));
+            if (has.executeStep() && has.getColumn(0).getInt() == 0)
+              w_.exec("ALTER TABLE packages ADD COLUMN " + column);
+          }
+          w_.exec(
+              "UPDATE packages SET user_data = json_object('name', name)"
+              " WHERE name IS NOT NULL AND user_data = '{}'");
+        }
         if (v < kSchemaVersion)
           w_.exec("UPDATE meta SET value = '" + std::to_string(kSchemaVersion) +
                   "' WHERE key = 'schema_version'");
@@ -175,26 +227,19 @@ base::Result<PackageRecord> SqliteStore::put_package(const PackageRecord& rec,
   std::lock_guard<std::mutex> lock(wmu_);
   PackageRecord out;
   base::Status s = guard([&] {
-    SQLite::Statement q(w_,
-                        "SELECT id, digest, name, provider, product, version, vnfd_id, onboarded_ms"
-                        " FROM packages WHERE digest = ?");
-    q.bind(1, rec.digest);
+    SQLite::Statement q(w_, std::string(kPackageColumns) + " FROM packages WHERE digest = ?");
+    q.bind(1, stored_digest(rec));
     if (q.executeStep()) {
       out = read_package(q);
       return base::Status::Ok();
     }
     SQLite::Statement ins(w_,
                           "INSERT INTO packages(id, digest, name, provider, product, version,"
-                          " vnfd_id, onboarded_ms, bytes) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    ins.bind(1, rec.id);
-    ins.bind(2, rec.digest);
-    ins.bind(3, rec.name);
-    ins.bind(4, rec.provider);
-    ins.bind(5, rec.product);
-    ins.bind(6, rec.version);
-    ins.bind(7, rec.vnfd_id);
-    ins.bind(8, static_cast<int64_t>(rec.onboarded_ms));
-    ins.bind(9, bytes.data(), static_cast<int>(bytes.size()));
+                          " vnfd_id, onboarded_ms, onboarding_state, operational_state,"
+                          " user_data, failure, bytes) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+                          " ?9, ?10, ?11, ?12, ?13)");
+    bind_package(ins, rec);
+    ins.bind(13, bytes.data(), static_cast<int>(bytes.size()));
     ins.exec();
     out = rec;
     return base::Status::Ok();
@@ -208,9 +253,8 @@ base::Result<PackageRecord> SqliteStore::get_package(std::string_view id) {
   std::lock_guard<std::mutex> lock(rmu_);
   PackageRecord out;
   base::Status s = guard([&] {
-    SQLite::Statement q(r_,
-                        "SELECT id, digest, name, provider, product, version, vnfd_id, onboarded_ms"
-                        " FROM packages WHERE id = ?1 OR digest = ?1");
+    SQLite::Statement q(
+        r_, std::string(kPackageColumns) + " FROM packages WHERE id = ?1 OR digest = ?1");
     q.bind(1, std::string(id));
     if (!q.executeStep())
       return base::Status::NotFound("no package \"" + std::string(id) + "\"");
@@ -243,9 +287,7 @@ base::Result<std::vector<PackageRecord>> SqliteStore::list_packages() {
   std::lock_guard<std::mutex> lock(rmu_);
   std::vector<PackageRecord> out;
   base::Status s = guard([&] {
-    SQLite::Statement q(r_,
-                        "SELECT id, digest, name, provider, product, version, vnfd_id, onboarded_ms"
-                        " FROM packages ORDER BY onboarded_ms");
+    SQLite::Statement q(r_, std::string(kPackageColumns) + " FROM packages ORDER BY onboarded_ms");
     while (q.executeStep())
       out.push_back(read_package(q));
     return base::Status::Ok();
@@ -253,6 +295,82 @@ base::Result<std::vector<PackageRecord>> SqliteStore::list_packages() {
   if (!s.ok())
     return s;
   return out;
+}
+
+base::Status SqliteStore::update_package(const PackageRecord& rec, const std::string* bytes,
+                                         std::string_view expect_state) {
+  std::lock_guard<std::mutex> lock(wmu_);
+  return guard([&] {
+    w_.exec("BEGIN IMMEDIATE");
+    try {
+      SQLite::Statement q(w_, "SELECT onboarding_state FROM packages WHERE id = ?");
+      q.bind(1, rec.id);
+      if (!q.executeStep()) {
+        w_.exec("ROLLBACK");
+        return base::Status::NotFound("no package \"" + rec.id + "\"");
+      }
+      if (q.getColumn(0).getString() != expect_state) {
+        std::string now = q.getColumn(0).getString();
+        w_.exec("ROLLBACK");
+        return base::Status::FailedPrecondition("package " + rec.id + " is " + now + ", not " +
+                                                std::string(expect_state));
+      }
+      SQLite::Statement dup(w_, "SELECT id FROM packages WHERE digest = ? AND id != ?");
+      dup.bind(1, stored_digest(rec));
+      dup.bind(2, rec.id);
+      if (dup.executeStep()) {
+        std::string other = dup.getColumn(0).getString();
+        w_.exec("ROLLBACK");
+        return base::Status{base::StatusCode::kAlreadyExists,
+                            "the same package content is package " + other};
+      }
+      SQLite::Statement up(
+          w_,
+          "UPDATE packages SET digest = ?2, name = ?3, provider = ?4, product = ?5,"
+          " version = ?6, vnfd_id = ?7, onboarded_ms = ?8, onboarding_state = ?9,"
+          " operational_state = ?10, user_data = ?11, failure = ?12,"
+          " bytes = CASE WHEN ?13 THEN ?14 ELSE bytes END WHERE id = ?1");
+      bind_package(up, rec);
+      up.bind(13, bytes != nullptr ? 1 : 0);
+      if (bytes != nullptr)
+        up.bind(14, bytes->data(), static_cast<int>(bytes->size()));
+      else
+        up.bind(14);
+      up.exec();
+      w_.exec("COMMIT");
+      return base::Status::Ok();
+    } catch (...) {
+      rollback_quietly();
+      throw;
+    }
+  });
+}
+
+base::Status SqliteStore::delete_package(std::string_view id) {
+  std::lock_guard<std::mutex> lock(wmu_);
+  return guard([&] {
+    w_.exec("BEGIN IMMEDIATE");
+    try {
+      SQLite::Statement q(w_, "SELECT id FROM instances WHERE package_id = ? LIMIT 1");
+      q.bind(1, std::string(id));
+      if (q.executeStep()) {
+        std::string inst = q.getColumn(0).getString();
+        w_.exec("ROLLBACK");
+        return base::Status::FailedPrecondition("package " + std::string(id) +
+                                                " is in use by VNF instance " + inst);
+      }
+      SQLite::Statement del(w_, "DELETE FROM packages WHERE id = ?");
+      del.bind(1, std::string(id));
+      int n = del.exec();
+      w_.exec("COMMIT");
+      if (n == 0)
+        return base::Status::NotFound("no package \"" + std::string(id) + "\"");
+      return base::Status::Ok();
+    } catch (...) {
+      rollback_quietly();
+      throw;
+    }
+  });
 }
 
 base::Status SqliteStore::create_instance(const InstanceRecord& rec) {

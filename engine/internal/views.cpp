@@ -23,8 +23,13 @@ std::string iso_time(int64_t ms) {
 }
 
 json::object package_view(const PackageRecord& p) {
-  return json::object{{"id", p.id},           {"digest", p.digest},   {"name", p.name},
-                      {"product", p.product}, {"version", p.version}, {"vnfdId", p.vnfd_id}};
+  json::object o{{"id", p.id},           {"digest", p.digest},   {"name", p.name},
+                 {"product", p.product}, {"version", p.version}, {"vnfdId", p.vnfd_id}};
+  if (p.onboarding_state != "ONBOARDED" || p.operational_state != "ENABLED") {
+    o["onboardingState"] = p.onboarding_state;
+    o["operationalState"] = p.operational_state;
+  }
+  return o;
 }
 
 json::value instance_view(const InstanceRecord& i) {
@@ -137,16 +142,29 @@ json::object vnf_instance_view(const InstanceRecord& i, const PackageRecord& pkg
 }
 
 json::object vnf_package_view(const PackageRecord& p, bool in_use) {
-  return json::object{{"id", p.id},
-                      {"vnfdId", p.vnfd_id},
-                      {"vnfProvider", p.provider},
-                      {"vnfProductName", p.product},
-                      {"vnfSoftwareVersion", p.version},
-                      {"checksum", json::object{{"algorithm", "SHA-256"}, {"hash", p.digest}}},
-                      {"onboardingState", "ONBOARDED"},
-                      {"operationalState", "ENABLED"},
-                      {"usageState", in_use ? "IN_USE" : "NOT_IN_USE"},
-                      {"userDefinedData", json::object{{"name", p.name}}}};
+  json::object o{{"id", p.id}};
+  if (p.onboarding_state == "ONBOARDED") {
+    o["vnfdId"] = p.vnfd_id;
+    o["vnfProvider"] = p.provider;
+    o["vnfProductName"] = p.product;
+    o["vnfSoftwareVersion"] = p.version;
+    o["checksum"] = json::object{{"algorithm", "SHA-256"}, {"hash", p.digest}};
+  }
+  o["onboardingState"] = p.onboarding_state;
+  o["operationalState"] = p.operational_state;
+  o["usageState"] = in_use ? "IN_USE" : "NOT_IN_USE";
+  boost::system::error_code ec;
+  json::value data = json::parse(p.user_data, ec);
+  if (ec || !data.is_object())
+    data = json::object{};
+  o["userDefinedData"] = std::move(data);
+  if (!p.failure.empty()) {
+    o["onboardingFailureDetails"] = json::object{{"type", "about:blank"},
+                                                 {"title", "Onboarding failed"},
+                                                 {"status", 422},
+                                                 {"detail", p.failure}};
+  }
+  return o;
 }
 
 json::object event_view(const EventRecord& e) {

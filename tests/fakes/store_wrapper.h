@@ -37,6 +37,11 @@ class StoreWrapper : public engine::Store {
   base::Result<std::vector<engine::PackageRecord>> list_packages() override {
     return inner_.list_packages();
   }
+  base::Status update_package(const engine::PackageRecord& rec, const std::string* bytes,
+                              std::string_view expect_state) override {
+    return inner_.update_package(rec, bytes, expect_state);
+  }
+  base::Status delete_package(std::string_view id) override { return inner_.delete_package(id); }
 
   base::Status create_instance(const engine::InstanceRecord& rec) override {
     return inner_.create_instance(rec);

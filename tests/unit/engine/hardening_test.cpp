@@ -511,7 +511,7 @@ TEST_CASE("state outputs: sealed at rest, read back after a restart and a key ro
   CHECK(vnflow_test::at_rest(f.tdb).find("out-pw-Q7") == std::string::npos);
 }
 
-TEST_CASE("a schema 1 database is brought to schema 2 when opened") {
+TEST_CASE("a schema 1 database is brought to the current schema (3) when opened") {
   if (vnflow_test::on_postgres()) {
     WARN("skipped on PostgreSQL: SQLite's schema versions");
     return;
@@ -524,7 +524,7 @@ TEST_CASE("a schema 1 database is brought to schema 2 when opened") {
       "ALTER TABLE events DROP COLUMN outputs;"
       "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
   f.reopen();
-  CHECK(sql_text(f.db, "SELECT value FROM meta WHERE key = 'schema_version'") == "2");
+  CHECK(sql_text(f.db, "SELECT value FROM meta WHERE key = 'schema_version'") == "3");
   CHECK(sql_text(f.db, "SELECT count(*) FROM pragma_table_info('events') WHERE name = 'outputs'") ==
         "1");
   auto op = f.request("instantiate", f.instantiate_request());

@@ -150,7 +150,11 @@ TEST_CASE("hostile text is stored as a value, never as SQL") {
                                 .product = "",
                                 .version = "",
                                 .vnfd_id = "",
-                                .onboarded_ms = 1};
+                                .onboarded_ms = 1,
+                                .onboarding_state = "ONBOARDED",
+                                .operational_state = "ENABLED",
+                                .user_data = "{}",
+                                .failure = ""};
   std::string bytes("\0\x01\xff' bytes", 10);
   REQUIRE(store.put_package(p, bytes).ok());
   auto back = store.get_package("pkg-1");
