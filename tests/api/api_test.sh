@@ -222,7 +222,7 @@ while IFS='|' read -r status method path args; do
 done <<EOF
 404|GET|/
 404|GET|/vnflcm/v1
-404|GET|/vnflcm/v2/vnf_instances
+404|GET|/vnflcm/v3/vnf_instances
 404|GET|/vnflcm/v1/nothing
 404|GET|$I/nosuch
 404|GET|$I/$(printf 'x%.0s' {1..300})
