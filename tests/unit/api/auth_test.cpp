@@ -4,9 +4,13 @@
 #include "api/internal/auth.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "api/api.h"
 
@@ -61,6 +65,21 @@ TEST_CASE("A body that is not a token document is Keystone's failure, not the ca
   CHECK_FALSE(judge_token("not json", o).ok());
   CHECK_FALSE(judge_token(R"({"token": {"roles": []}})", o).ok());  // no expiry
   CHECK_FALSE(judge_token(R"({"error": {"code": 404}})", o).ok());
+}
+
+TEST_CASE("The credentials file holds Keystone's service user") {
+  char tmpl[] = "/tmp/vnflow-api-auth-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  std::ofstream(tmpl, std::ios::trunc) << "# svc\nuser svc\npassword p w\nproject service\n";
+  ::chmod(tmpl, 0600);
+  auto ks = api::load_auth_file(tmpl);
+  ::unlink(tmpl);
+  REQUIRE(ks.ok());
+  CHECK(ks.value().user + "|" + ks.value().password + "|" + ks.value().project + "|" +
+            ks.value().domain ==
+        "svc|p w|service|Default");
 }
 
 TEST_CASE("--auth keystone needs a usable URL and the service user; HTTPS both files") {

@@ -205,12 +205,6 @@ TEST_CASE("the credentials file", "[api][server]") {
   auto bad = api::load_auth_file(write("token abc\nsecret x\n", 0600));
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find(":2: ") != std::string::npos);
-  // Keystone's service user (--auth keystone).
-  auto ks = api::load_auth_file(write("user svc\npassword p w\nproject service\n", 0600));
-  REQUIRE(ks.ok());
-  CHECK(ks.value().user + "|" + ks.value().password + "|" + ks.value().project + "|" +
-            ks.value().domain ==
-        "svc|p w|service|Default");
   CHECK_FALSE(api::load_auth_file(write("# nothing\n", 0600)).ok());
   CHECK_FALSE(api::load_auth_file(write("basic nocolon\n", 0600)).ok());
   CHECK_FALSE(api::load_auth_file((t.dir / "missing").string()).ok());
