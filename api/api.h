@@ -25,17 +25,42 @@
 
 namespace engine {
 class Store;
-}
+struct PackageCheckOptions;
+}  // namespace engine
 
 namespace api {
 
-// Who may call: static credentials from a file (--auth-file), or nobody checked (only on
-// a loopback address). Keystone token validation is not there yet (docs/api.md).
-enum class AuthMode { kNone, kStatic };
+// Who may call: static credentials from a file (--auth-file), a Keystone token checked
+// with Keystone's token API (--auth keystone), or nobody checked (only on a loopback
+// address).
+enum class AuthMode { kNone, kStatic, kKeystone };
 
+// What the credentials file holds: static credentials, or the service's own Keystone
+// user (to ask Keystone about the tokens callers bring).
 struct Credentials {
   std::vector<std::string> tokens;                         // X-Auth-Token or Bearer
   std::vector<std::pair<std::string, std::string>> basic;  // user, password
+  // Keystone: "user NAME", "password P", "project NAME", "domain D" (user's and project's
+  // domain, default "Default").
+  std::string user, password, project, domain = "Default";
+};
+
+// --auth keystone: a request's X-Auth-Token is valid when Keystone says so (GET
+// /v3/auth/tokens with X-Subject-Token, asked with the service's own token); answers are
+// cached until the token expires (at most `cache_entries` tokens).
+struct KeystoneOptions {
+  std::string url;      // http(s)://HOST:PORT[/v3]
+  std::string role;     // a role the token must carry ("" any)
+  std::string project;  // the project (name or id) the token must be scoped to ("" any)
+  std::string ca_file;  // an https Keystone's CA ("" the system's)
+  size_t cache_entries = 10000;
+  std::chrono::seconds timeout{10};
+};
+
+// HTTPS when both are set: the certificate chain and the private key, PEM files.
+struct TlsOptions {
+  std::string cert_file;
+  std::string key_file;
 };
 
 struct ServerOptions {
@@ -43,6 +68,8 @@ struct ServerOptions {
   uint16_t port = 9890;
   AuthMode auth = AuthMode::kStatic;
   Credentials credentials;
+  KeystoneOptions keystone;
+  TlsOptions tls;
   size_t body_limit = 1 << 20;           // bytes; a larger request body gets 413
   size_t package_body_limit = 64 << 20;  // the same for PUT .../package_content
   size_t header_limit = 16 * 1024;       // request line and headers; larger gets 431
@@ -52,6 +79,9 @@ struct ServerOptions {
   size_t max_connections = 256;  // more are answered 503 and closed
   int threads = 2;
   size_t page_size = 100;  // list entries per page (SOL013 paging)
+  // How uploaded packages are checked (SOL004 signatures required, the trust store);
+  // null: as `vnflow package onboard` without options.
+  std::shared_ptr<const engine::PackageCheckOptions> package_checks;
   // Called (on a server thread) after a request queued work for the engine (every 202):
   // the daemon reads its queue at once instead of at its next poll.
   std::function<void()> on_queued;
@@ -61,12 +91,17 @@ struct ServerOptions {
 base::Status parse_listen(std::string_view text, ServerOptions& o);
 // Whether `address` is a loopback address (127.0.0.0/8, ::1, localhost).
 bool is_loopback(std::string_view address);
-// The credentials file: one per line, "token TOKEN" or "basic USER:PASSWORD"; "#"
+// The credentials file: one per line, "token TOKEN", "basic USER:PASSWORD", or the
+// Keystone service user's "user NAME", "password P", "project NAME", "domain D"; "#"
 // comments and blank lines skipped. Refused when readable or writable by others (it holds
 // secrets), empty of credentials, or malformed (the line named).
 base::Result<Credentials> load_auth_file(const std::string& path);
+// A file that holds a secret (the credentials file, the TLS key): a regular file no other
+// user may read or write. `what` names it in the error.
+base::Status check_secret_file(const std::string& path, std::string_view what);
 // The options a server may start with: --auth none only on a loopback address, static
-// auth with at least one credential.
+// auth with at least one credential, Keystone auth with a URL and the service user, TLS
+// with both files.
 base::Status check_options(const ServerOptions& o);
 
 class Server {

@@ -296,11 +296,26 @@ const CommandSpec& daemon_command() {
           "  --auth-file FILE    credentials, one a line: \"token T\" (X-Auth-Token or\n"
           "                      Bearer) or \"basic USER:PASSWORD\"; mode 600\n"
           "  --auth none         no credentials checked (only on a loopback address)\n"
-          "  --api-page-size N   list entries per page (default 100)\n",
+          "  --auth keystone     X-Auth-Token checked with Keystone's token API; --auth-file\n"
+          "                      holds the service user: \"user U\", \"password P\",\n"
+          "                      \"project P\" [\"domain D\"] lines\n"
+          "  --keystone-url URL  Keystone's identity endpoint (http(s)://HOST:PORT/v3)\n"
+          "  --keystone-role R   a role the token must carry\n"
+          "  --keystone-project P  the project (name or id) the token must be scoped to\n"
+          "  --keystone-cacert F   the CA of an https Keystone (default: the system's)\n"
+          "  --tls-cert F --tls-key F  serve HTTPS (TLS 1.2+) with this PEM certificate\n"
+          "                      chain and key (mode 600)\n"
+          "  --api-page-size N   list entries per page (default 100)\n"
+          "  --trust FILE        packages uploaded over the API: verify their SOL004\n"
+          "                      signatures against these CAs (PEM), as package onboard\n"
+          "  --require-signature   with --trust: an unsigned upload is not onboarded\n"
+          "  --signing-cert FILE   the signing certificate, when a package lacks it\n",
           false),
       {"--db", "--workers", "--work-dir", "--poll-ms", "--hook-user", "--max-redispatch",
-       "--listen", "--auth", "--auth-file", "--api-page-size"},
-      {"--api"},
+       "--listen", "--auth", "--auth-file", "--api-page-size", "--keystone-url", "--keystone-role",
+       "--keystone-project", "--keystone-cacert", "--tls-cert", "--tls-key", "--trust",
+       "--signing-cert"},
+      {"--api", "--require-signature"},
       0,
       0};
   return spec;
@@ -842,9 +857,10 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
       if (base::Status s = api::parse_listen(o.get("--listen"), *ao); !s.ok())
         return usage_error(spec, s.message());
     }
-    if (o.has("--auth")) {
+    bool keystone = o.get("--auth") == "keystone";
+    if (o.has("--auth") && !keystone) {
       if (o.get("--auth") != "none" || o.has("--auth-file"))
-        return usage_error(spec, "--auth takes \"none\" (and no --auth-file)");
+        return usage_error(spec, "--auth takes \"none\" (and no --auth-file) or \"keystone\"");
       ao->auth = api::AuthMode::kNone;
     } else if (o.has("--auth-file")) {
       auto c = api::load_auth_file(o.get("--auth-file"));
@@ -852,16 +868,38 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
         return usage_error(spec, c.status().message());
       ao->credentials = std::move(c).value();
     }
+    if (keystone) {
+      ao->auth = api::AuthMode::kKeystone;
+      ao->keystone.url = o.get("--keystone-url");
+      ao->keystone.role = o.get("--keystone-role");
+      ao->keystone.project = o.get("--keystone-project");
+      ao->keystone.ca_file = o.get("--keystone-cacert");
+    } else if (o.has("--keystone-url") || o.has("--keystone-role") || o.has("--keystone-project") ||
+               o.has("--keystone-cacert")) {
+      return usage_error(spec, "--keystone-* options need --auth keystone");
+    }
+    ao->tls.cert_file = o.get("--tls-cert");
+    ao->tls.key_file = o.get("--tls-key");
     if (o.has("--api-page-size")) {
       auto n = parse_positive(o.get("--api-page-size"), 10000);
       if (!n)
         return usage_error(spec, "--api-page-size needs an integer from 1 to 10000");
       ao->page_size = static_cast<size_t>(*n);
     }
+    auto checks = std::make_shared<engine::PackageCheckOptions>();
+    if (!signature_options(spec, o, checks->signatures))
+      return 2;
+    ao->package_checks = std::move(checks);
     if (base::Status s = api::check_options(*ao); !s.ok())
       return usage_error(spec, s.message());
-  } else if (o.has("--auth") || o.has("--auth-file") || o.has("--api-page-size")) {
-    return usage_error(spec, "--auth, --auth-file and --api-page-size need --listen or --api");
+  } else if (o.has("--trust") || o.has("--signing-cert") ||
+             o.flags.count("--require-signature") > 0) {
+    return usage_error(spec,
+                       "--trust, --signing-cert and --require-signature need --listen or --api");
+  } else if (o.has("--auth") || o.has("--auth-file") || o.has("--api-page-size") ||
+             o.has("--tls-cert") || o.has("--tls-key") || o.has("--keystone-url")) {
+    return usage_error(spec,
+                       "--auth, --auth-file, --tls-* and --api-page-size need --listen or --api");
   }
   d.db_path = db_path(o);
   d.work_dir = o.get("--work-dir");

@@ -1,6 +1,8 @@
-// The routes of /vnflcm/v1 and /vnfpkgm/v1 (docs/api.md): paths and methods, request
-// bodies parsed and bounded, the engine's commands called, SOL bodies written. The rules
-// (what a request may be, which state allows what) are the engine's.
+// The routes of /vnflcm/v1, /vnflcm/v2 and /vnfpkgm/v1 (docs/api.md): paths and methods,
+// request bodies parsed and bounded, the engine's commands called, SOL bodies written. The
+// rules (what a request may be, which state allows what) are the engine's. /vnflcm/v2 is
+// the same routes over the same commands; it differs in its Version (2.0.0, required on
+// requests), vimConnectionInfo as a map, and no cancel.
 #include "api/internal/router.h"
 
 #include <map>
@@ -15,8 +17,14 @@ namespace api::internal {
 namespace {
 
 constexpr std::string_view kLcm = "/vnflcm/v1";
+constexpr std::string_view kLcm2 = "/vnflcm/v2";
 constexpr std::string_view kPkgm = "/vnfpkgm/v1";
 constexpr std::string_view kLcmVersion = "1.3.0";
+constexpr std::string_view kLcm2Version = "2.0.0";
+
+bool is_v2(const Ctx& c) {
+  return c.prefix == kLcm2;
+}
 constexpr size_t kMaxIdBytes = 128;
 constexpr unsigned kMaxJsonDepth = 64;
 
@@ -28,6 +36,8 @@ const std::map<std::string, std::string, std::less<>> kTasks = {
     {"scale", "scale"},
     {"change_ext_conn", "change_ext_conn"}};
 
+}  // namespace
+
 HttpResponse json_response(int status, const json::value& v) {
   HttpResponse r;
   r.status = status;
@@ -35,6 +45,8 @@ HttpResponse json_response(int status, const json::value& v) {
   r.body = json::serialize(v);
   return r;
 }
+
+namespace {
 
 int http_status(const base::Status& s) {
   switch (s.code()) {
@@ -73,6 +85,8 @@ const char* title_of(int status) {
       return "Not Found";
     case 405:
       return "Method Not Allowed";
+    case 406:
+      return "Not Acceptable";
     case 409:
       return "Conflict";
     case 413:
@@ -88,7 +102,9 @@ const char* title_of(int status) {
   }
 }
 
-HttpResponse from_status(const base::Status& s, const base::Diagnostics* diags = nullptr) {
+}  // namespace
+
+HttpResponse from_status(const base::Status& s, const base::Diagnostics* diags) {
   int code = http_status(s);
   std::string detail = s.message();
   if (diags != nullptr) {
@@ -135,28 +151,11 @@ std::optional<HttpResponse> parse_body(const HttpRequest& req, json::object& out
   return std::nullopt;
 }
 
-struct Target {
-  std::string path;
-  std::vector<std::string> segs;  // after the API prefix
-  std::string query;
-};
-
-struct Ctx {
-  engine::Store& store;
-  size_t page_size;
-  const std::function<void()>& on_queued;
-  const HttpRequest& req;
-  const Target& t;
-  std::string_view prefix;  // kLcm or kPkgm
-
-  std::string url(std::string_view rest) const {
-    return req.base_url + std::string(prefix) + std::string(rest);
-  }
-};
-
 HttpResponse not_found(const Target& t) {
   return problem_response(404, "Not Found", "no such resource: " + t.path.substr(0, 200));
 }
+
+namespace {
 
 // A task was queued: 202, no body (python-tackerclient prints its message only then), and
 // the operation occurrence's URL.
@@ -169,9 +168,13 @@ HttpResponse accepted(const Ctx& c, const std::string& op_id) {
   return r;
 }
 
+}  // namespace
+
 json::object href(std::string u) {
   return json::object{{"href", std::move(u)}};
 }
+
+namespace {
 
 // ---------------------------------------------------------------------------------------
 // Views with links
@@ -179,6 +182,21 @@ json::object href(std::string u) {
 json::object instance_doc(const Ctx& c, const engine::InstanceRecord& i,
                           const engine::PackageRecord& p) {
   json::object o = engine::vnf_instance_view(i, p);
+  if (json::value* vci = o.if_contains("vimConnectionInfo"); is_v2(c) && vci && vci->is_array()) {
+    // v2 (SOL003 3.x): a map of the same entries by their id.
+    json::object by_id;
+    for (auto& e : vci->get_array()) {
+      if (!e.is_object())
+        continue;
+      json::object entry = e.get_object();
+      const json::value* id = entry.if_contains("id");
+      std::string key = id && id->is_string() ? std::string(id->get_string())
+                                              : "vim" + std::to_string(by_id.size());
+      entry.erase("id");
+      by_id[key] = std::move(entry);
+    }
+    *vci = std::move(by_id);
+  }
   std::string self = c.url("/vnf_instances/" + i.id);
   json::object links{{"self", href(self)}};
   if (i.instantiation_state == "INSTANTIATED") {
@@ -203,16 +221,10 @@ json::object op_doc(const Ctx& c, const engine::OpRecord& op) {
     links["rollback"] = href(self + "/rollback");
     links["fail"] = href(self + "/fail");
   }
+  if (!is_v2(c) &&
+      (op.state == engine::OpState::kStarting || op.state == engine::OpState::kProcessing))
+    links["cancel"] = href(self + "/cancel");
   o["_links"] = std::move(links);
-  return o;
-}
-
-json::object package_doc(const Ctx& c, const engine::PackageRecord& p, bool in_use) {
-  json::object o = engine::vnf_package_view(p, in_use);
-  std::string self = c.url("/vnf_packages/" + p.id);
-  o["_links"] = json::object{{"self", href(self)},
-                             {"vnfd", href(self + "/vnfd")},
-                             {"packageContent", href(self + "/package_content")}};
   return o;
 }
 
@@ -227,7 +239,8 @@ const std::set<std::string, std::less<>> kListParams = {"filter",
                                                         "exclude_default",
                                                         "nextpage_opaque_marker"};
 
-// The documents (in the listing's order) as one page, with its Link when more match.
+}  // namespace
+
 HttpResponse list_response(const Ctx& c, std::vector<json::object> docs,
                            const DefaultExclusion& d) {
   auto q = parse_query(c.t.query);
@@ -284,14 +297,16 @@ HttpResponse list_response(const Ctx& c, std::vector<json::object> docs,
   return r;
 }
 
+namespace {
+
 // ---------------------------------------------------------------------------------------
 // /vnflcm/v1
 
-HttpResponse api_versions(std::string_view prefix) {
-  return json_response(
-      200, json::object{{"uriPrefix", prefix},
-                        {"apiVersions", json::array{json::object{{"version", kLcmVersion},
-                                                                 {"isDeprecated", false}}}}});
+HttpResponse api_versions(std::string_view prefix, std::vector<std::string_view> versions) {
+  json::array list;
+  for (auto v : versions)
+    list.push_back(json::object{{"version", v}, {"isDeprecated", false}});
+  return json_response(200, json::object{{"uriPrefix", prefix}, {"apiVersions", std::move(list)}});
 }
 
 // The packages by id, for the instances' views.
@@ -332,23 +347,16 @@ HttpResponse create_instance(const Ctx& c) {
   if (body.contains("metadata"))
     return problem_response(400, "Bad Request",
                             "metadata at creation is not supported yet (docs/api.md)");
-  // The newest package with that VNFD id.
-  auto ps = c.store.list_packages();
-  if (!ps.ok())
-    return from_status(ps.status());
-  const engine::PackageRecord* pkg = nullptr;
-  for (const auto& p : ps.value()) {
-    if (p.vnfd_id == vnfd->get_string() && (pkg == nullptr || p.onboarded_ms >= pkg->onboarded_ms))
-      pkg = &p;
-  }
-  if (pkg == nullptr)
-    return problem_response(422, "Unprocessable Entity",
-                            "no onboarded VNF package has vnfdId \"" +
-                                std::string(vnfd->get_string()).substr(0, 128) + "\"");
-  auto inst = engine::create_instance(c.store, pkg->id, std::move(name), std::move(description));
+  auto pkg = engine::package_for_vnfd(c.store, std::string_view(vnfd->get_string()));
+  if (pkg.status().code() == base::StatusCode::kNotFound)
+    return problem_response(422, "Unprocessable Entity", pkg.status().message());
+  if (!pkg.ok())
+    return from_status(pkg.status());
+  auto inst =
+      engine::create_instance(c.store, pkg.value().id, std::move(name), std::move(description));
   if (!inst.ok())
     return from_status(inst.status());
-  HttpResponse r = json_response(201, instance_doc(c, inst.value(), *pkg));
+  HttpResponse r = json_response(201, instance_doc(c, inst.value(), pkg.value()));
   r.headers.emplace_back("Location", c.url("/vnf_instances/" + inst.value().id));
   return r;
 }
@@ -453,6 +461,29 @@ HttpResponse op_occs(const Ctx& c) {
       return from_status(op.status());
     return json_response(200, op_doc(c, op.value()));
   }
+  if (s.size() == 3 && s[2] == "cancel" && !is_v2(c)) {
+    if (m != "POST")
+      return method_not_allowed(m, "POST");
+    // CancelMode {cancelMode: GRACEFUL|FORCEFUL}: optional; vnflow cancels between steps
+    // either way (a running action finishes), so the mode is checked, not used.
+    if (!c.req.body.empty()) {
+      json::object body;
+      if (auto bad = parse_body(c.req, body))
+        return *bad;
+      for (const auto& [k, v] : body) {
+        if (k != "cancelMode")
+          return problem_response(
+              400, "Bad Request",
+              "unknown attribute \"" + std::string(k).substr(0, 60) + "\" in CancelMode");
+        if (!v.is_string() || (v.get_string() != "GRACEFUL" && v.get_string() != "FORCEFUL"))
+          return problem_response(400, "Bad Request",
+                                  "cancelMode must be \"GRACEFUL\" or \"FORCEFUL\"");
+      }
+    }
+    if (base::Status st = engine::cancel_operation(c.store, id); !st.ok())
+      return from_status(st);
+    return accepted(c, id);
+  }
   if (s.size() == 3 && (s[2] == "retry" || s[2] == "rollback" || s[2] == "fail")) {
     if (m != "POST")
       return method_not_allowed(m, "POST");
@@ -473,50 +504,24 @@ HttpResponse lcm(const Ctx& c) {
   if (s.size() == 1 && s[0] == "api_versions") {
     if (c.req.method != "GET")
       return method_not_allowed(c.req.method, "GET");
-    return api_versions(kLcm);
+    return is_v2(c) ? api_versions(kLcm2, {kLcm2Version}) : api_versions(kLcm, {kLcmVersion});
+  }
+  if (is_v2(c)) {
+    // Tacker's v2 rule (api-clients.md a.6): every request but api_versions names 2.0.0
+    // (an "-impl:..." suffix allowed).
+    std::string_view v = c.req.version;
+    v = v.substr(0, v.find("-impl:"));
+    if (c.req.version.empty())
+      return problem_response(400, "Bad Request", "/vnflcm/v2 needs a Version header (2.0.0)");
+    if (v != kLcm2Version)
+      return problem_response(
+          406, "Not Acceptable",
+          "/vnflcm/v2 serves Version 2.0.0, not \"" + c.req.version.substr(0, 40) + "\"");
   }
   if (!s.empty() && s[0] == "vnf_instances")
     return instances(c);
   if (!s.empty() && s[0] == "vnf_lcm_op_occs")
     return op_occs(c);
-  return not_found(c.t);
-}
-
-// ---------------------------------------------------------------------------------------
-// /vnfpkgm/v1
-
-HttpResponse pkgm(const Ctx& c) {
-  const auto& s = c.t.segs;
-  const std::string& m = c.req.method;
-  if (s.empty() || s[0] != "vnf_packages")
-    return not_found(c.t);
-  std::set<std::string> in_use;
-  auto insts = c.store.list_instances();
-  if (!insts.ok())
-    return from_status(insts.status());
-  for (const auto& i : insts.value())
-    in_use.insert(i.package_id);
-  if (s.size() == 1) {
-    if (m != "GET")
-      return method_not_allowed(m, "GET");
-    auto ps = c.store.list_packages();
-    if (!ps.ok())
-      return from_status(ps.status());
-    std::vector<json::object> docs;
-    for (const auto& p : ps.value())
-      docs.push_back(package_doc(c, p, in_use.count(p.id) > 0));
-    return list_response(
-        c, std::move(docs),
-        {{"softwareImages", "additionalArtifacts", "userDefinedData", "checksum"}, true});
-  }
-  if (s.size() == 2) {
-    if (m != "GET")
-      return method_not_allowed(m, "GET");
-    auto p = c.store.get_package(s[1]);
-    if (!p.ok())
-      return from_status(p.status());
-    return json_response(200, package_doc(c, p.value(), in_use.count(p.value().id) > 0));
-  }
   return not_found(c.t);
 }
 
@@ -540,11 +545,11 @@ HttpResponse Router::handle(const HttpRequest& req) {
   if (t.path == "/vnflcm/api_versions") {
     if (req.method != "GET")
       return method_not_allowed(req.method, "GET");
-    HttpResponse r = api_versions("/vnflcm");
+    HttpResponse r = api_versions("/vnflcm", {kLcmVersion, kLcm2Version});
     r.headers.emplace_back("Version", std::string(kLcmVersion));
     return r;
   }
-  for (std::string_view p : {kLcm, kPkgm}) {
+  for (std::string_view p : {kLcm, kLcm2, kPkgm}) {
     if (t.path.size() > p.size() && t.path.compare(0, p.size(), p) == 0 && t.path[p.size()] == '/')
       prefix = p;
   }
@@ -563,10 +568,10 @@ HttpResponse Router::handle(const HttpRequest& req) {
     if (t.segs.size() > 8)
       return not_found(t);
   }
-  Ctx c{store_, page_size_, on_queued_, req, t, prefix};
-  HttpResponse r = prefix == kLcm ? lcm(c) : pkgm(c);
-  if (prefix == kLcm)
-    r.headers.emplace_back("Version", std::string(kLcmVersion));
+  Ctx c{store_, page_size_, on_queued_, req, t, prefix, *checks_};
+  HttpResponse r = prefix == kPkgm ? packages(c) : lcm(c);
+  if (prefix != kPkgm)
+    r.headers.emplace_back("Version", std::string(prefix == kLcm2 ? kLcm2Version : kLcmVersion));
   return r;
 }
 

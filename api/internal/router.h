@@ -2,7 +2,11 @@
 // No sockets (the server does HTTP), so tests drive it directly.
 #pragma once
 
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -18,6 +22,8 @@ struct HttpRequest {
   std::string content_type;
   std::string body;
   std::string base_url;  // "http://host:port": where links point
+  std::string version;   // the Version header ("" when absent)
+  std::string accept;    // the Accept header ("" when absent)
 };
 
 struct HttpResponse {
@@ -29,16 +35,58 @@ struct HttpResponse {
 
 HttpResponse problem_response(int status, std::string title, std::string detail);
 
+// What the routes of router.cpp (/vnflcm) and packages.cpp (/vnfpkgm) share.
+
+struct Target {
+  std::string path;
+  std::vector<std::string> segs;  // after the API prefix
+  std::string query;
+};
+
+struct Ctx {
+  engine::Store& store;
+  size_t page_size;
+  const std::function<void()>& on_queued;
+  const HttpRequest& req;
+  const Target& t;
+  std::string_view prefix;                    // /vnflcm/v1 or /vnfpkgm/v1
+  const engine::PackageCheckOptions& checks;  // for uploaded packages
+
+  std::string url(std::string_view rest) const {
+    return req.base_url + std::string(prefix) + std::string(rest);
+  }
+};
+
+HttpResponse json_response(int status, const json::value& v);
+// The status's HTTP code and message, with the errors of `diags` (the first 20) in detail.
+HttpResponse from_status(const base::Status& s, const base::Diagnostics* diags = nullptr);
+HttpResponse method_not_allowed(const std::string& method, std::string allow);
+HttpResponse not_found(const Target& t);
+// A JSON object body (application/json or merge-patch+json), or the 4xx saying why not.
+std::optional<HttpResponse> parse_body(const HttpRequest& req, json::object& out);
+json::object href(std::string u);
+// The documents (in the listing's order) as one page, with its Link when more match.
+HttpResponse list_response(const Ctx& c, std::vector<json::object> docs, const DefaultExclusion& d);
+
+// /vnfpkgm/v1 (packages.cpp).
+HttpResponse packages(const Ctx& c);
+
 class Router {
  public:
-  Router(engine::Store& store, size_t page_size, std::function<void()> on_queued = {})
-      : store_(store), page_size_(page_size), on_queued_(std::move(on_queued)) {}
+  Router(engine::Store& store, size_t page_size, std::function<void()> on_queued = {},
+         std::shared_ptr<const engine::PackageCheckOptions> checks = {})
+      : store_(store),
+        page_size_(page_size),
+        on_queued_(std::move(on_queued)),
+        checks_(checks ? std::move(checks)
+                       : std::make_shared<const engine::PackageCheckOptions>()) {}
   HttpResponse handle(const HttpRequest& req);
 
  private:
   engine::Store& store_;
   size_t page_size_;
   std::function<void()> on_queued_;
+  std::shared_ptr<const engine::PackageCheckOptions> checks_;
 };
 
 }  // namespace api::internal

@@ -1,8 +1,10 @@
 // The HTTP/1.1 server (Boost.Beast): a listener and one session per connection on the
-// server's own io_context. A session reads the header first (bounded), picks the body
-// limit from the target (package content may be larger), reads the body within the
-// request timeout, checks the credentials, asks the Router and writes the answer. Every
-// error the server itself answers is a ProblemDetails.
+// server's own io_context, over TLS (1.2 and later) when a certificate is configured. A
+// session reads the header first (bounded), checks the credentials (a Keystone token not
+// in the cache is asked about on a thread of its own, so no server thread waits on
+// Keystone), picks the body limit from the target (package content may be larger), reads
+// the body within the request timeout, asks the Router and writes the answer. Every error
+// the server itself answers is a ProblemDetails.
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -15,13 +17,17 @@
 #include <thread>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include "api/api.h"
+#include "api/internal/auth.h"
 #include "api/internal/router.h"
 
 namespace api {
@@ -30,66 +36,6 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
-
-namespace {
-
-std::string base64(std::string_view in) {
-  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    uint32_t n = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) |
-                 static_cast<uint8_t>(in[i + 2]);
-    for (int s : {18, 12, 6, 0})
-      out += kAlphabet[(n >> s) & 63];
-  }
-  if (i + 1 == in.size()) {
-    uint32_t n = static_cast<uint8_t>(in[i]) << 16;
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += "==";
-  } else if (i + 2 == in.size()) {
-    uint32_t n = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8);
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += kAlphabet[(n >> 6) & 63];
-    out += '=';
-  }
-  return out;
-}
-
-// Compares in time that depends on the lengths only.
-bool same(std::string_view a, std::string_view b) {
-  if (a.size() != b.size())
-    return false;
-  unsigned char d = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    d |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return d == 0;
-}
-
-// What a request must carry: "X-Auth-Token: T", "Authorization: Bearer T" or
-// "Authorization: Basic B64" for one of the credentials.
-struct Auth {
-  std::vector<std::string> tokens;
-  std::vector<std::string> basic;  // base64 of user:password
-
-  bool allows(std::string_view x_auth_token, std::string_view authorization) const {
-    bool ok = false;
-    for (const auto& t : tokens) {
-      ok |= !x_auth_token.empty() && same(x_auth_token, t);
-      ok |= authorization.size() > 7 && authorization.substr(0, 7) == "Bearer " &&
-            same(authorization.substr(7), t);
-    }
-    for (const auto& b : basic) {
-      ok |= authorization.size() > 6 && authorization.substr(0, 6) == "Basic " &&
-            same(authorization.substr(6), b);
-    }
-    return ok;
-  }
-};
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------
 // Options
@@ -133,19 +79,25 @@ base::Status parse_listen(std::string_view text, ServerOptions& o) {
   return base::Status::Ok();
 }
 
-base::Result<Credentials> load_auth_file(const std::string& path) {
+base::Status check_secret_file(const std::string& path, std::string_view what) {
   struct stat st {};
+  std::string name = std::string(what) + " " + path;
   if (::stat(path.c_str(), &st) != 0)
-    return base::Status::InvalidArgument("cannot read the auth file " + path + ": " +
-                                         std::strerror(errno));
+    return base::Status::InvalidArgument("cannot read " + name + ": " + std::strerror(errno));
   if (!S_ISREG(st.st_mode))
-    return base::Status::InvalidArgument("the auth file " + path + " is not a regular file");
+    return base::Status::InvalidArgument(name + " is not a regular file");
   if ((st.st_mode & 077) != 0)
-    return base::Status::PermissionDenied("the auth file " + path +
+    return base::Status::PermissionDenied(name +
                                           " holds secrets and is open to other users "
                                           "(chmod 600 it)");
   if (st.st_size > 1 << 20)
-    return base::Status::InvalidArgument("the auth file " + path + " is larger than 1 MiB");
+    return base::Status::InvalidArgument(name + " is larger than 1 MiB");
+  return base::Status::Ok();
+}
+
+base::Result<Credentials> load_auth_file(const std::string& path) {
+  if (base::Status s = check_secret_file(path, "the auth file"); !s.ok())
+    return s;
   std::ifstream in(path);
   if (!in)
     return base::Status::InvalidArgument("cannot read the auth file " + path);
@@ -169,12 +121,23 @@ base::Result<Credentials> load_auth_file(const std::string& path) {
       if (colon == std::string::npos || colon == 0)
         return base::Status::InvalidArgument(where + "basic needs USER:PASSWORD");
       c.basic.emplace_back(up.substr(0, colon), up.substr(colon + 1));
+    } else if (size_t sp = line.find(' ');
+               sp != std::string::npos &&
+               (line.compare(0, sp, "user") == 0 || line.compare(0, sp, "password") == 0 ||
+                line.compare(0, sp, "project") == 0 || line.compare(0, sp, "domain") == 0)) {
+      std::string key = line.substr(0, sp), value = line.substr(sp + 1);
+      (key == "user"       ? c.user
+       : key == "password" ? c.password
+       : key == "project"  ? c.project
+                           : c.domain) = value;
     } else {
       return base::Status::InvalidArgument(where +
-                                           "expected \"token TOKEN\" or \"basic USER:PASSWORD\"");
+                                           "expected \"token TOKEN\", \"basic USER:PASSWORD\" "
+                                           "or Keystone's \"user\", \"password\", \"project\", "
+                                           "\"domain\"");
     }
   }
-  if (c.tokens.empty() && c.basic.empty())
+  if (c.tokens.empty() && c.basic.empty() && c.user.empty())
     return base::Status::InvalidArgument("the auth file " + path + " holds no credentials");
   return c;
 }
@@ -186,6 +149,25 @@ base::Status check_options(const ServerOptions& o) {
   if (o.auth == AuthMode::kStatic && o.credentials.tokens.empty() && o.credentials.basic.empty())
     return base::Status::InvalidArgument(
         "the API needs credentials: --auth-file FILE (or --auth none on a loopback address)");
+  if (o.auth == AuthMode::kKeystone) {
+    if (o.keystone.url.empty())
+      return base::Status::InvalidArgument("--auth keystone needs --keystone-url URL");
+    if (base::Status s = internal::check_keystone_url(o.keystone.url); !s.ok())
+      return s;
+    if (o.credentials.user.empty() || o.credentials.password.empty() ||
+        o.credentials.project.empty())
+      return base::Status::InvalidArgument(
+          "--auth keystone needs the service user in --auth-file: \"user NAME\", "
+          "\"password P\" and \"project NAME\" lines");
+    if (o.keystone.cache_entries < 1)
+      return base::Status::InvalidArgument("the Keystone cache needs room for a token");
+  }
+  if (o.tls.cert_file.empty() != o.tls.key_file.empty())
+    return base::Status::InvalidArgument("HTTPS needs both --tls-cert and --tls-key");
+  if (!o.tls.key_file.empty()) {
+    if (base::Status s = check_secret_file(o.tls.key_file, "the TLS key"); !s.ok())
+      return s;
+  }
   if (o.threads < 1 || o.page_size < 1 || o.max_connections < 1)
     return base::Status::InvalidArgument("threads, page size and connection cap must be >= 1");
   return base::Status::Ok();
@@ -197,57 +179,101 @@ base::Status check_options(const ServerOptions& o) {
 struct Server::Impl {
   engine::Store& store;
   ServerOptions opt;
-  Auth auth;
+  internal::Authenticator auth;
   internal::Router router;
   // Before the io_context: sessions still queued in it count down when it is destroyed.
   std::atomic<size_t> connections{0};
   uint16_t bound_port = 0;
+  std::string scheme = "http";
   std::string base_url;
+  std::optional<net::ssl::context> tls;  // HTTPS when set
+  // Keystone questions run here, not on the server's threads.
+  std::optional<net::thread_pool> auth_pool;
   net::io_context ioc;
   std::optional<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
 
   Impl(engine::Store& s, ServerOptions o)
-      : store(s), opt(std::move(o)), router(s, opt.page_size, opt.on_queued), ioc(opt.threads) {}
+      : store(s),
+        opt(std::move(o)),
+        auth(opt),
+        router(s, opt.page_size, opt.on_queued, opt.package_checks),
+        ioc(opt.threads) {}
 
+  base::Status load_tls();
   void accept();
 };
 
 namespace {
 
 using Request = http::request_parser<http::string_body>;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
-class Session : public std::enable_shared_from_this<Session> {
+template <class Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
-  Session(tcp::socket socket, Server::Impl& srv) : stream_(std::move(socket)), srv_(srv) {
+  template <class... Args>
+  Session(Server::Impl& srv, Args&&... args) : stream_(std::forward<Args>(args)...), srv_(srv) {
     ++srv_.connections;
   }
   ~Session() { --srv_.connections; }
 
   void start() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_header(); });
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+      if constexpr (std::is_same_v<Stream, TlsStream>) {
+        beast::get_lowest_layer(self->stream_).expires_after(self->srv_.opt.request_timeout);
+        self->stream_.async_handshake(net::ssl::stream_base::server, [self](beast::error_code ec) {
+          if (ec)
+            return self->close();  // not TLS, or refused
+          self->read_header();
+        });
+      } else {
+        self->read_header();
+      }
+    });
   }
 
   // Over the connection cap: one 503, then close.
   void refuse() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
-      self->send(
-          internal::problem_response(503, "Service Unavailable", "too many connections; try again"),
-          false);
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+      auto answer = [self] {
+        self->send(internal::problem_response(503, "Service Unavailable",
+                                              "too many connections; try again"),
+                   false);
+      };
+      if constexpr (std::is_same_v<Stream, TlsStream>) {
+        beast::get_lowest_layer(self->stream_).expires_after(std::chrono::seconds(5));
+        self->stream_.async_handshake(net::ssl::stream_base::server,
+                                      [self, answer](beast::error_code ec) {
+                                        if (ec)
+                                          return self->close();
+                                        answer();
+                                      });
+      } else {
+        answer();
+      }
     });
   }
 
  private:
+  beast::tcp_stream& tcp() { return beast::get_lowest_layer(stream_); }
+
+  void close() {
+    beast::error_code ignored;
+    tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    tcp().socket().close(ignored);
+  }
+
   void read_header() {
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(srv_.opt.header_limit));
     // The larger limit until the target is known (the header's Content-Length is checked
     // against the limit while it is read); on_header sets the target's own.
     parser_->body_limit(std::max(srv_.opt.body_limit, srv_.opt.package_body_limit));
-    stream_.expires_after(srv_.opt.request_timeout);
+    tcp().expires_after(srv_.opt.request_timeout);
     http::async_read_header(
         stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
   }
 
   void on_header(beast::error_code ec) {
@@ -263,11 +289,41 @@ class Session : public std::enable_shared_from_this<Session> {
     auto& req = parser_->get();
     // Credentials before the body: nobody unauthenticated makes the server read (and hold)
     // up to the package limit. The body is not read, so the connection closes.
-    if (!authorized(req))
-      return send(
-          internal::problem_response(
-              401, "Unauthorized", "missing or wrong credentials (X-Auth-Token, Bearer or Basic)"),
-          false);
+    std::string_view token = header(req, "X-Auth-Token"), authz = header(req, "Authorization");
+    if (auto v = srv_.auth.quick(token, authz))
+      return authorized(*v);
+    // Keystone must be asked: on the auth pool; the session waits (its timer stopped, the
+    // Keystone timeout bounds the question).
+    tcp().expires_never();
+    net::post(*srv_.auth_pool,
+              [self = this->shared_from_this(), t = std::string(token), a = std::string(authz)] {
+                internal::Verdict v = self->srv_.auth.check(t, a);
+                net::dispatch(self->stream_.get_executor(), [self, v] { self->authorized(v); });
+              });
+  }
+
+  void authorized(internal::Verdict v) {
+    switch (v) {
+      case internal::Verdict::kAllowed:
+        break;
+      case internal::Verdict::kUnauthenticated:
+        return send(internal::problem_response(
+                        401, "Unauthorized",
+                        srv_.opt.auth == AuthMode::kKeystone
+                            ? "missing, unknown or expired X-Auth-Token"
+                            : "missing or wrong credentials (X-Auth-Token, Bearer or Basic)"),
+                    false);
+      case internal::Verdict::kForbidden:
+        return send(internal::problem_response(
+                        403, "Forbidden", "the token lacks the role or project this API requires"),
+                    false);
+      case internal::Verdict::kUnavailable:
+        return send(internal::problem_response(503, "Service Unavailable",
+                                               "cannot check the token with Keystone now; "
+                                               "try again"),
+                    false);
+    }
+    auto& req = parser_->get();
     std::string_view target = req.target();
     bool package = req.method() == http::verb::put && target.size() > 16 &&
                    target.substr(target.size() - 16) == "/package_content";
@@ -275,8 +331,9 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(limit);
     if (auto len = parser_->content_length(); len && *len > limit)
       return too_large(limit);
+    tcp().expires_after(srv_.opt.request_timeout);
     http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this(), limit](beast::error_code e, size_t) {
+                     [self = this->shared_from_this(), limit](beast::error_code e, size_t) {
                        if (e == http::error::body_limit)
                          return self->too_large(limit);
                        if (e)
@@ -293,11 +350,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void fail(beast::error_code ec) {
     if (ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
-        ec == net::error::operation_aborted || ec == net::error::connection_reset) {
-      beast::error_code ignored;
-      stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-      return;
-    }
+        ec == net::error::operation_aborted || ec == net::error::connection_reset ||
+        ec.category() == net::error::get_ssl_category() || ec == net::ssl::error::stream_truncated)
+      return close();
     // A request that does not parse as HTTP.
     send(internal::problem_response(400, "Bad Request", "malformed HTTP request: " + ec.message()),
          false);
@@ -309,11 +364,6 @@ class Session : public std::enable_shared_from_this<Session> {
     return it == req.end() ? std::string_view() : std::string_view(it->value());
   }
 
-  bool authorized(const http::request<http::string_body>& req) const {
-    return srv_.opt.auth == AuthMode::kNone ||
-           srv_.auth.allows(header(req, "X-Auth-Token"), header(req, "Authorization"));
-  }
-
   void handle() {
     auto& req = parser_->get();
     bool keep = req.keep_alive();
@@ -321,6 +371,8 @@ class Session : public std::enable_shared_from_this<Session> {
     in.method = std::string(req.method_string());
     in.target = std::string(req.target());
     in.content_type = std::string(header(req, "Content-Type"));
+    in.accept = std::string(header(req, "Accept"));
+    in.version = std::string(header(req, "Version"));
     in.body = std::move(req.body());
     in.base_url = srv_.base_url;
     std::string_view host = header(req, "Host");
@@ -330,7 +382,7 @@ class Session : public std::enable_shared_from_this<Session> {
                             c == '-' || c == '[' || c == ']');
     }
     if (host_ok)
-      in.base_url = "http://" + std::string(host);
+      in.base_url = srv_.scheme + "://" + std::string(host);
     internal::HttpResponse r;
     try {
       r = srv_.router.handle(in);
@@ -355,36 +407,77 @@ class Session : public std::enable_shared_from_this<Session> {
     res->body() = std::move(r.body);
     res->keep_alive(keep);
     res->prepare_payload();
-    stream_.expires_after(srv_.opt.request_timeout);
+    tcp().expires_after(srv_.opt.request_timeout);
     http::async_write(stream_, *res,
-                      [self = shared_from_this(), res, keep](beast::error_code ec, size_t) {
-                        if (ec || !keep) {
-                          beast::error_code ignored;
-                          self->stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-                          return;
-                        }
+                      [self = this->shared_from_this(), res, keep](beast::error_code ec, size_t) {
+                        if (ec || !keep)
+                          return self->shut();
                         self->read_header();
                       });
   }
 
-  beast::tcp_stream stream_;
+  // The end of a connection: TLS's close_notify (bounded) before the socket closes.
+  void shut() {
+    if constexpr (std::is_same_v<Stream, TlsStream>) {
+      tcp().expires_after(std::chrono::seconds(2));
+      stream_.async_shutdown(
+          [self = this->shared_from_this()](beast::error_code) { self->close(); });
+    } else {
+      beast::error_code ignored;
+      tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    }
+  }
+
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<Request> parser_;
   Server::Impl& srv_;
 };
 
+template <class Stream, class... Args>
+void open_session(Server::Impl& srv, Args&&... args) {
+  auto session = std::make_shared<Session<Stream>>(srv, std::forward<Args>(args)...);
+  if (srv.connections.load() > srv.opt.max_connections)
+    session->refuse();
+  else
+    session->start();
+}
+
 }  // namespace
+
+base::Status Server::Impl::load_tls() {
+  if (opt.tls.cert_file.empty())
+    return base::Status::Ok();
+  tls.emplace(net::ssl::context::tls_server);
+  tls->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                   net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                   net::ssl::context::no_tlsv1_1 | net::ssl::context::single_dh_use);
+  boost::system::error_code ec;
+  tls->use_certificate_chain_file(opt.tls.cert_file, ec);
+  if (ec)
+    return base::Status::InvalidArgument("--tls-cert " + opt.tls.cert_file +
+                                         ": not a PEM certificate chain (" + ec.message() + ")");
+  tls->use_private_key_file(opt.tls.key_file, net::ssl::context::pem, ec);
+  if (ec)
+    return base::Status::InvalidArgument("--tls-key " + opt.tls.key_file +
+                                         ": not a PEM private key for the certificate (" +
+                                         ec.message() + ")");
+  if (SSL_CTX_check_private_key(tls->native_handle()) != 1)
+    return base::Status::InvalidArgument("--tls-key " + opt.tls.key_file +
+                                         " does not match the certificate " + opt.tls.cert_file);
+  scheme = "https";
+  return base::Status::Ok();
+}
 
 void Server::Impl::accept() {
   acceptor->async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket s) {
     if (ec == net::error::operation_aborted || !acceptor->is_open())
       return;
     if (!ec) {
-      auto session = std::make_shared<Session>(std::move(s), *this);
-      if (connections.load() > opt.max_connections)
-        session->refuse();
+      if (tls)
+        open_session<TlsStream>(*this, std::move(s), *tls);
       else
-        session->start();
+        open_session<beast::tcp_stream>(*this, std::move(s));
     }
     accept();
   });
@@ -401,10 +494,10 @@ base::Status Server::start() {
   Impl& i = *impl_;
   if (base::Status s = check_options(i.opt); !s.ok())
     return s;
-  for (const auto& t : i.opt.credentials.tokens)
-    i.auth.tokens.push_back(t);
-  for (const auto& [u, p] : i.opt.credentials.basic)
-    i.auth.basic.push_back(base64(u + ":" + p));
+  if (base::Status s = i.load_tls(); !s.ok())
+    return s;
+  if (i.opt.auth == AuthMode::kKeystone)
+    i.auth_pool.emplace(4);
   boost::system::error_code ec;
   auto addr = net::ip::make_address(i.opt.address, ec);
   if (ec)
@@ -423,12 +516,11 @@ base::Status Server::start() {
     return base::Status::Unavailable("cannot listen on " + where + ": " + ec.message());
   i.bound_port = i.acceptor->local_endpoint().port();
   std::string host = addr.is_v6() ? "[" + i.opt.address + "]" : i.opt.address;
-  i.base_url = "http://" + host + ":" + std::to_string(i.bound_port);
+  i.base_url = i.scheme + "://" + host + ":" + std::to_string(i.bound_port);
   i.accept();
   for (int n = 0; n < i.opt.threads; ++n)
     i.threads.emplace_back([&i] { i.ioc.run(); });
-  spdlog::info("api: listening on {} (auth {})", i.base_url,
-               i.opt.auth == AuthMode::kNone ? "none" : "static credentials");
+  spdlog::info("api: listening on {} (auth {})", i.base_url, i.auth.describe());
   return base::Status::Ok();
 }
 
@@ -449,6 +541,8 @@ void Server::stop() {
   for (auto& t : i.threads)
     t.join();
   i.threads.clear();
+  if (i.auth_pool)
+    i.auth_pool->join();
 }
 
 }  // namespace api

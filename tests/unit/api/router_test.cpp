@@ -47,8 +47,13 @@ struct Fixture {
   HttpResponse call(std::string method, std::string target, std::string body = "",
                     size_t page_size = 100) {
     Router r(*store, page_size);
-    HttpRequest req{std::move(method), std::move(target), body.empty() ? "" : "application/json",
-                    std::move(body), "http://h:1"};
+    HttpRequest req{std::move(method),
+                    std::move(target),
+                    body.empty() ? "" : "application/json",
+                    std::move(body),
+                    "http://h:1",
+                    "",
+                    ""};
     return r.handle(req);
   }
 };
@@ -239,8 +244,9 @@ TEST_CASE("bad requests get a 4xx ProblemDetails and change nothing", "[api][rou
   }
   // A body with another content type.
   Router r(*f.store, 100);
-  require_problem(r.handle({"POST", "/vnflcm/v1/vnf_instances", "text/plain", "{}", "http://h:1"}),
-                  415);
+  require_problem(
+      r.handle({"POST", "/vnflcm/v1/vnf_instances", "text/plain", "{}", "http://h:1", "", ""}),
+      415);
   // Nothing was created or started.
   CHECK(f.store->list_instances().value().size() == 1);
   CHECK(f.store->list_ops({}).value().empty());
