@@ -20,7 +20,7 @@
 // Build: a Meson target built only with -Dbench=true (bench/meson.build); bench/engine.sh
 // builds it in the release build: ninja -C build-release bench/engine_bench.
 // Usage: engine_bench [--dir DIR] [--raw-n N] [--chain K] [--ops P] [--op-states M]
-//                     [--resume R] [--sweep K1,K2,...] [--spin-us US] [--only a|b|c|d]
+//                     [--resume R] [--sweep K1,K2,...]
 // Prints `name: value unit` lines and `floor ...: PASS|FAIL` lines; exit 0 (3 with
 // --check-floors when a floor fails).
 #include <algorithm>
@@ -347,13 +347,9 @@ struct Bed {
   }
 };
 
-long g_spin_us = -1;  // --spin-us: the engine's spin (-1: its default)
-
 engine::EngineOptions options(const std::string& dir) {
   engine::EngineOptions o;
   o.work_root = dir + "/work";
-  if (g_spin_us >= 0)
-    o.spin = std::chrono::microseconds(g_spin_us);
   return o;
 }
 
@@ -664,14 +660,11 @@ int main(int argc, char** argv) {
       g_empty_outputs = true;
     else if (a == "--only")
       only = val();
-    else if (a == "--spin-us")
-      g_spin_us = std::atol(val().c_str());
     else if (a == "--check-floors")
       check = true;
     else
       die("unknown argument " + a +
-          " (--dir --raw-n --chain --ops --op-states --resume --sweep --spin-us --only "
-          "--check-floors)");
+          " (--dir --raw-n --chain --ops --op-states --resume --sweep --check-floors)");
   }
   if (raw_n < 100 || chain < 1 || ops < 1 || op_states < 1 || resume_n < 1)
     die("bad sizes");

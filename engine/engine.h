@@ -267,10 +267,6 @@ struct EngineOptions {
   // Where time comes from: timers, durable waits, retry backoff, record stamps. Tests give
   // a base::ManualClock. Not owned; outlives the Engine.
   base::Clock* clock = &base::Clock::real();
-  // How long a thread that ran out of work keeps looking for more before it sleeps (the
-  // engine thread, the commit thread and one worker at a time): a result that comes back
-  // within it wakes no one. 0: never spin. engine/internal/work_pool.h.
-  std::chrono::microseconds spin{50};
 };
 
 struct EngineStats {

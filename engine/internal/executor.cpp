@@ -29,7 +29,6 @@
 #include "engine/internal/cursor.h"
 #include "engine/internal/stepper.h"
 #include "engine/internal/vim_actions.h"
-#include "engine/internal/work_pool.h"
 #include "tosca/tosca.h"
 
 namespace engine {
@@ -52,8 +51,7 @@ struct Engine::Impl {
   EngineOptions opt;
   asio::io_context io{1};  // one thread runs it
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
-  internal::WorkPool pool;
-  internal::WorkPool committer;  // one thread: big group commits (commit_now)
+  asio::thread_pool pool;
   asio::steady_timer poll_timer{io};
   std::unordered_map<std::string, std::unique_ptr<LiveRun>> runs;
   std::unordered_set<std::string> known;               // loaded, or being reloaded
@@ -86,9 +84,6 @@ struct Engine::Impl {
   uint64_t fails_since_log = 0;
   std::vector<Req> queue;
   bool commit_scheduled = false;
-  // Groups of this many batches or more are committed on `committer` (commit_now).
-  static constexpr size_t kCommitAside = 8;
-  bool group_in_flight = false;  // a group is being written on the commit thread
   mutable std::mutex stats_mu;
   EngineStats stats;
 
@@ -147,8 +142,7 @@ struct Engine::Impl {
       : store(s),
         registry(std::move(r)),
         opt(std::move(o)),
-        pool(static_cast<size_t>(std::max(1, opt.workers)), opt.spin),
-        committer(1, opt.spin) {
+        pool(static_cast<size_t>(std::max(1, opt.workers))) {
     private_files = store.private_files();
     add_vim_actions(registry, &store);
     if (!opt.hook_user.empty()) {
@@ -201,7 +195,6 @@ struct Engine::Impl {
   ~Impl() {
     hard_stop = true;
     pool.join();
-    committer.join();
     if (hook_lock_fd >= 0)
       ::close(hook_lock_fd);
   }
@@ -211,7 +204,7 @@ struct Engine::Impl {
 
   void commit_now() {
     commit_scheduled = false;
-    if (queue.empty() || group_in_flight)
+    if (queue.empty())
       return;
     std::vector<Req> group;
     if (queue.size() <= opt.max_group) {
@@ -221,39 +214,13 @@ struct Engine::Impl {
           std::make_move_iterator(queue.begin()),
           std::make_move_iterator(queue.begin() + static_cast<std::ptrdiff_t>(opt.max_group)));
       queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(opt.max_group));
+      schedule_commit();
     }
-    if (group.size() < kCommitAside) {
-      base::Status st = apply_group(group);
-      finish_group(group, st);
-      if (!queue.empty())
-        schedule_commit();
-      return;
-    }
-    // A big group is written on the commit thread, so that its SQLite work and its sync
-    // overlap with this thread handling the results and steps of the next one.
-    group_in_flight = true;
-    auto g = std::make_shared<std::vector<Req>>(std::move(group));
-    committer.post([this, g] {
-      base::Status st = apply_group(*g);
-      asio::post(io, [this, g, st] {
-        group_in_flight = false;
-        finish_group(*g, st);
-        if (!queue.empty())
-          schedule_commit();
-        maybe_idle();
-      });
-    });
-  }
-
-  base::Status apply_group(const std::vector<Req>& group) {
     std::vector<const Batch*> ptrs;
     ptrs.reserve(group.size());
     for (const auto& r : group)
       ptrs.push_back(&r.batch);
-    return store.apply(ptrs);
-  }
-
-  void finish_group(std::vector<Req>& group, const base::Status& st) {
+    base::Status st = store.apply(ptrs);
     {
       std::lock_guard<std::mutex> l(stats_mu);
       stats.commits++;
@@ -493,7 +460,7 @@ struct Engine::Impl {
     job->gen = gen;
     job->item = i;
     job->cur = cur;
-    pool.post([this, job] { run_job(job); });
+    asio::post(pool, [this, job] { run_job(job); });
   }
 
   // One dispatched action call. A call that answers "poll again" (Outcome::poll) is
@@ -535,7 +502,7 @@ struct Engine::Impl {
         job->polls++;
         job->timer = std::make_unique<asio::steady_timer>(io, wake);
         job->timer->async_wait([this, job](const boost::system::error_code&) {
-          pool.post([this, job] { run_job(job); });
+          asio::post(pool, [this, job] { run_job(job); });
         });
         return;
       }
@@ -730,8 +697,6 @@ struct Engine::Impl {
   }
 
   void maybe_idle() {
-    if (group_in_flight)
-      return;  // its completion calls again
     bool busy_actions = !running_by_op.empty();
     if (stopping) {
       bool committing = false;
@@ -768,7 +733,7 @@ void Engine::run() {
     impl_->poll(true);
     impl_->schedule_poll();
   });
-  internal::run_spinning(impl_->io, impl_->opt.spin);
+  impl_->io.run();
   impl_->io.restart();
 }
 
@@ -782,7 +747,7 @@ void Engine::run_until_idle() {
     impl_->poll(true);
     impl_->schedule_poll();
   });
-  internal::run_spinning(impl_->io, impl_->opt.spin);
+  impl_->io.run();
   impl_->io.restart();
   impl_->poll_timer.cancel();
 }
