@@ -68,6 +68,7 @@ else
 fi
 [[ -x $vnflow ]] || die "no vnflow binary at $vnflow"
 
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)  # a ratio measured under load is not a result
 work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/tmp"
@@ -185,6 +186,7 @@ rss_kib=$(tail -n 1 "$work/rss.txt")   # GNU time puts "Command exited with ..."
 # ---- report
 echo "vnflow csar validate vs tosca-parser, $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "host: $(uname -sr), nproc $(nproc)"
+echo "load average (1, 5, 15 min): $load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 echo "vnflow: $vnflow_id"
 echo "$build_line"
 echo "peer: $tp_info"
