@@ -6,6 +6,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <list>
+#include <mutex>
+#include <optional>
 #include <random>
 
 #include <boost/json.hpp>
@@ -454,14 +457,66 @@ base::Result<InstanceRecord> create_instance(Store& store, std::string_view pack
 
 namespace {
 
+// What a process keeps of the stored packages it has loaded and the machines it has
+// compiled from them. A package's content never changes once onboarded, so both are keyed
+// by its content digest: a daemon serving the API loads and compiles each (package,
+// operation, flavour) once, not on every request. A few of each, the most recent first.
+template <typename T>
+class RecentCache {
+ public:
+  explicit RecentCache(size_t cap) : cap_(cap) {}
+  std::optional<T> get(const std::string& key) {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto it = items_.begin(); it != items_.end(); ++it) {
+      if (it->first == key) {
+        items_.splice(items_.begin(), items_, it);
+        return items_.front().second;
+      }
+    }
+    return std::nullopt;
+  }
+  void put(const std::string& key, T value) {
+    std::lock_guard<std::mutex> l(mu_);
+    items_.emplace_front(key, std::move(value));
+    if (items_.size() > cap_)
+      items_.pop_back();
+  }
+
+ private:
+  size_t cap_;
+  std::mutex mu_;
+  std::list<std::pair<std::string, T>> items_;
+};
+
+struct Loaded {
+  std::shared_ptr<const tosca::Package> pkg;
+  base::Diagnostics diags;  // what loading it said (warnings), said again on each use
+};
+struct Compiled {
+  std::shared_ptr<const workflows::Machine> m;
+  base::Diagnostics diags;
+};
+RecentCache<Loaded> g_packages(8);
+RecentCache<Compiled> g_machines(32);
+
 std::shared_ptr<const tosca::Package> load_stored_package(Store& store,
                                                           const std::string& package_id,
                                                           base::Diagnostics& diags,
-                                                          base::Status* err) {
+                                                          base::Status* err,
+                                                          std::string* digest = nullptr) {
   auto rec = store.get_package(package_id);
   if (!rec.ok()) {
     *err = rec.status();
     return nullptr;
+  }
+  const std::string& key = rec.value().digest;
+  if (digest != nullptr)
+    *digest = key;
+  if (!key.empty()) {
+    if (auto hit = g_packages.get(key)) {
+      diags.merge(hit->diags);
+      return hit->pkg;
+    }
   }
   auto bytes = store.package_bytes(rec.value().id);
   if (!bytes.ok()) {
@@ -470,13 +525,38 @@ std::shared_ptr<const tosca::Package> load_stored_package(Store& store,
   }
   tosca::LoadOptions lo;
   lo.verify_digests = false;  // verified when it was onboarded; the bytes are the same
+  base::Diagnostics mine;
   auto pkg =
-      tosca::load_package_from_zip_bytes(rec.value().name, std::move(bytes).value(), lo, diags);
-  if (pkg == nullptr || diags.has_errors()) {
+      tosca::load_package_from_zip_bytes(rec.value().name, std::move(bytes).value(), lo, mine);
+  diags.merge(mine);
+  if (pkg == nullptr || mine.has_errors()) {
     *err = base::Status::Internal("the stored package " + package_id + " no longer loads");
     return nullptr;
   }
+  if (!key.empty())
+    g_packages.put(key, Loaded{pkg, mine});
   return pkg;
+}
+
+// workflows::compile of a stored package, once per (content, operation, flavour).
+std::shared_ptr<const workflows::Machine> compile_stored(const tosca::Package& pkg,
+                                                         const std::string& digest,
+                                                         const std::string& operation,
+                                                         const std::string& flavour,
+                                                         base::Diagnostics& diags) {
+  std::string key = digest.empty() ? "" : digest + "\n" + operation + "\n" + flavour;
+  if (!key.empty()) {
+    if (auto hit = g_machines.get(key)) {
+      diags.merge(hit->diags);
+      return hit->m;
+    }
+  }
+  base::Diagnostics mine;
+  auto m = workflows::compile(pkg, {operation, flavour}, mine);
+  diags.merge(mine);
+  if (m != nullptr && !key.empty())
+    g_machines.put(key, Compiled{m, mine});
+  return m;
 }
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
@@ -633,7 +713,8 @@ base::Result<OpRecord> request_operation(Store& store, std::string_view instance
     flavour = std::string(f->get_string());
   }
   base::Status err;
-  auto pkg = load_stored_package(store, ir.package_id, diags, &err);
+  std::string pkg_digest;
+  auto pkg = load_stored_package(store, ir.package_id, diags, &err, &pkg_digest);
   if (pkg == nullptr)
     return err;
   if (flavour.empty() && pkg->flavours.size() == 1)
@@ -645,7 +726,7 @@ base::Result<OpRecord> request_operation(Store& store, std::string_view instance
     return base::Status::InvalidArgument(
         "flavourId \"" + flavour + "\" is not a flavour of the package (" + join(ids, ", ") + ")");
   }
-  auto m = workflows::compile(*pkg, {std::string(operation), flavour}, diags);
+  auto m = compile_stored(*pkg, pkg_digest, std::string(operation), flavour, diags);
   if (m == nullptr)
     return base::Status::InvalidArgument("the " + std::string(operation) +
                                          " workflow of the package does not compile");
@@ -715,8 +796,10 @@ base::Result<OpRecord> request_operation(Store& store, std::string_view instance
   auto norm = normalize_vim_connections(store, req, operation == "instantiate" && needs_vim, ir.id);
   if (!norm.ok())
     return norm;
-  std::string body = json::serialize(m->to_json());
-  base::Status s = store.put_machine(m->digest, body);
+  // Stored once per digest: a read instead of a write (and its sync) when it is there.
+  base::Status s;
+  if (!store.get_machine(m->digest).ok())
+    s = store.put_machine(m->digest, json::serialize(m->to_json()));
   if (!s.ok())
     return s;
   OpRecord op;
