@@ -194,8 +194,8 @@ TEST_CASE("the widened forms are read fast and agree with yaml-cpp", "[tosca][ya
       "a:\n  b: >\n    deep\n    text\n  c: 2\n",
       "description: >\n  A description\n  over lines.\nx: |\n  #!/bin/sh\n  echo \"hi\"\n",
       // Plain scalars over several lines, folded into one.
-      "description: VNF deployment flavour selected by the consumer. It is provided\n"
-      "  in the API\nb: 1\n",
+      ("description: VNF deployment flavour selected by the consumer. It is provided\n"
+       "  in the API\nb: 1\n"),
       "- an item\n  that goes on\n     and on\n- next\n",
       "a:\n  b: one \"two\"\n    three (x|y)\n  c: d\n",
   };
