@@ -542,11 +542,15 @@ std::unique_ptr<Document> Document::deserialize(std::string_view blob) {
   doc->has_root = blob[22] != 0;
   doc->root_index = root;
   const char* p = blob.data() + 23;
+  // memcpy only with something to copy: an empty vector's data() may be null, which
+  // memcpy must not be given even for 0 bytes (UBSan, the fuzzer's empty input).
   doc->nodes.resize(n);
-  std::memcpy(doc->nodes.data(), p, size_t{n} * sizeof(RawNode));
+  if (n > 0)
+    std::memcpy(doc->nodes.data(), p, size_t{n} * sizeof(RawNode));
   p += size_t{n} * sizeof(RawNode);
   doc->kids.resize(k);
-  std::memcpy(doc->kids.data(), p, size_t{k} * 4);
+  if (k > 0)
+    std::memcpy(doc->kids.data(), p, size_t{k} * 4);
   p += size_t{k} * 4;
   doc->text.assign(p, t);
   return doc;
