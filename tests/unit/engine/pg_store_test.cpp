@@ -75,7 +75,7 @@ TEST_CASE("a lost connection fails one call as unavailable; the next one reconne
   CHECK(store.get_machine("m2").value() == "{\"b\":2}");
 }
 
-TEST_CASE("the daemon lock is taken again after a reconnection, or the commit is refused") {
+TEST_CASE("the daemon lock: one daemon at a time, taken again after a reconnection") {
   if (!vnflow_test::on_postgres()) {
     WARN("skipped on SQLite: the daemon's lock there is a flock (commands_test)");
     return;
@@ -84,40 +84,35 @@ TEST_CASE("the daemon lock is taken again after a reconnection, or the commit is
   auto db = vnflow_test::new_test_db(dir.path);
   auto first = engine::open_postgres_store(db.target, db.key, /*daemon_lock=*/true);
   REQUIRE(first.ok());
-  auto second = engine::open_postgres_store(db.target, db.key, /*daemon_lock=*/true);
-  REQUIRE_FALSE(second.ok());
-  CHECK(second.status().message().find("another daemon is running on") != std::string::npos);
-  // The first daemon loses its connections (and with them its lock); a second daemon takes
-  // the lock meanwhile: the first one's writes are refused, not committed beside it.
-  drop_store_connections();
-  auto third = engine::open_postgres_store(db.target, db.key, /*daemon_lock=*/true);
-  REQUIRE(third.ok());
-  for (int i = 0; i < 2; ++i) {
-    base::Status w = first.value()->put_machine("m", "{}");
-    CHECK_FALSE(w.ok());
-  }
-  CHECK(third.value()->get_machine("m").status().code() == base::StatusCode::kNotFound);
-}
 
-TEST_CASE("a daemon started while the previous one is stopping gets the lock once it is free") {
-  if (!vnflow_test::on_postgres()) {
-    WARN("skipped on SQLite: the daemon's lock there is a flock (commands_test)");
-    return;
+  SECTION("taken again after a reconnection, or the commit is refused") {
+    auto second = engine::open_postgres_store(db.target, db.key, /*daemon_lock=*/true);
+    REQUIRE_FALSE(second.ok());
+    CHECK(second.status().message().find("another daemon is running on") != std::string::npos);
+    // The first daemon loses its connections (and with them its lock); a second daemon
+    // takes the lock meanwhile: the first one's writes are refused, not committed beside it.
+    drop_store_connections();
+    auto third = engine::open_postgres_store(db.target, db.key, /*daemon_lock=*/true);
+    REQUIRE(third.ok());
+    for (int i = 0; i < 2; ++i) {
+      base::Status w = first.value()->put_machine("m", "{}");
+      CHECK_FALSE(w.ok());
+    }
+    CHECK(third.value()->get_machine("m").status().code() == base::StatusCode::kNotFound);
   }
-  TempDir dir;
-  auto db = vnflow_test::new_test_db(dir.path);
-  auto first = engine::open_postgres_store(db.target, db.key, /*daemon_lock=*/true);
-  REQUIRE(first.ok());
-  // The first daemon goes 300 ms after the second starts (a restart whose old session the
-  // server has not ended yet): the second waits for the lock instead of refusing to run.
-  std::unique_ptr<engine::Store> leaving = std::move(first).value();
-  std::thread stopper([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    leaving.reset();
-  });
-  auto second = engine::open_postgres_store(db.target, db.key, /*daemon_lock=*/true);
-  stopper.join();
-  CHECK(second.ok());
+
+  SECTION("a daemon started while the previous one is stopping gets it once it is free") {
+    // The first daemon goes 300 ms after the second starts (a restart whose old session
+    // the server has not ended yet): the second waits for the lock instead of refusing.
+    std::unique_ptr<engine::Store> leaving = std::move(first).value();
+    std::thread stopper([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      leaving.reset();
+    });
+    auto second = engine::open_postgres_store(db.target, db.key, /*daemon_lock=*/true);
+    stopper.join();
+    CHECK(second.ok());
+  }
 }
 
 TEST_CASE("a database URL's password never appears in a message") {
