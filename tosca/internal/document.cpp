@@ -429,24 +429,27 @@ std::unique_ptr<Document> parse_yaml(std::string_view text, std::string display,
     diags.error("C0020", doc->start(), "file contains NUL bytes; not a text file");
     return nullptr;
   }
+  FastYaml fast;
+  bool fast_read = use_fast_path && fast.read(text);
+  if (fast_read && known != nullptr) {
+    // Same meaning, same events but for their marks, so the same tree once the marks are
+    // this text's. Known trees are clean: no diagnostics to merge.
+    if (auto tree = known(fast.meaning())) {
+      Relocate relocate(*tree);
+      fast.replay(relocate);
+      BASE_CHECK(relocate.ok());
+      tree->display = std::move(doc->display);
+      return tree;
+    }
+  }
+  // Room for the tree built here (not for a known one: for a large file these are large
+  // allocations the known tree never touches).
   doc->nodes.reserve(text.size() / 16 + 16);
   doc->text.reserve(text.size() / 2);
   base::Diagnostics local;
   Builder builder(*doc, limits, local);
   try {
-    FastYaml fast;
-    if (use_fast_path && fast.read(text)) {
-      if (known != nullptr) {
-        // Same meaning, same events but for their marks, so the same tree once the marks
-        // are this text's. Known trees are clean: no diagnostics to merge.
-        if (auto tree = known(fast.meaning())) {
-          Relocate relocate(*tree);
-          fast.replay(relocate);
-          BASE_CHECK(relocate.ok());
-          tree->display = doc->display;
-          return tree;
-        }
-      }
+    if (fast_read) {
       fast.replay(builder);
       diags.merge(local);
       doc->has_root = builder.done();

@@ -25,11 +25,14 @@ struct Bail {
   const char* why;
 };
 
+// A scalar's value is a slice of the text read, or, when reading changed it (escapes,
+// folded lines, block scalars), of the reader's arena: no string per event.
 struct Event {
   enum Kind : uint8_t { kScalar, kNull, kSeqStart, kSeqEnd, kMapStart, kMapEnd } kind;
   bool quoted = false;
+  bool in_arena = false;
   uint32_t line = 0, col = 0;  // 0-based, as YAML::Mark
-  std::string value;
+  uint32_t off = 0, len = 0;   // the value in the text or the arena
 };
 
 struct Line {
@@ -40,13 +43,17 @@ struct Line {
 
 class Reader {
  public:
-  explicit Reader(std::string_view text) { split(text); }
+  Reader(std::string_view text, std::string& arena) : text_(text), arena_(arena) { split(text); }
 
-  // nullptr when the whole text is inside the subset (its events are in `out`), else why not.
+  // nullptr when the whole text is inside the subset (its events are in `out`, their
+  // changed values in the arena), else why not.
   const char* run(std::deque<Event>& out) {
     out_ = &out;
     if (bad_ != nullptr)
       return bad_;
+    // The offsets are 32 bits; texts this large are yaml-cpp's (and the loader's limits').
+    if (text_.size() >= (uint32_t{1} << 31))
+      return "a text over 2 GiB";
     try {
       if (lines_.empty()) {
         return "no content";  // an empty document: let yaml-cpp say what it is
@@ -58,12 +65,20 @@ class Reader {
       return nullptr;
     } catch (const Bail& b) {
       out.clear();
+      arena_.clear();
       return b.why;
     }
   }
 
  private:
   void split(std::string_view text) {
+    eof_line_ = static_cast<uint32_t>(std::count(text.begin(), text.end(), '\n'));
+    raw_.reserve(eof_line_ + 1);
+    lines_.reserve(eof_line_ + 1);
+    // Every CR must end a line (CRLF); counted once over the text rather than looked for
+    // in each line.
+    size_t crs = static_cast<size_t>(std::count(text.begin(), text.end(), '\r'));
+    size_t line_end_crs = 0;
     uint32_t no = 0;
     size_t start = 0;
     while (start < text.size()) {
@@ -76,9 +91,7 @@ class Reader {
           bad_ = "a lone CR at the end";  // yaml-cpp keeps it in the scalar
         }
         l.remove_suffix(1);
-      }
-      if (l.find('\r') != std::string_view::npos) {
-        bad_ = "a CR that ends no line";
+        ++line_end_crs;
       }
       raw_.push_back(l);
       uint32_t ind = 0;
@@ -99,7 +112,8 @@ class Reader {
       start = end + 1;
     }
     ends_with_newline_ = !text.empty() && text.back() == '\n';
-    eof_line_ = static_cast<uint32_t>(std::count(text.begin(), text.end(), '\n'));
+    if (crs != line_end_crs)
+      bad_ = "a CR that ends no line";
     if (bad_ != nullptr)
       lines_.clear();
   }
@@ -120,9 +134,21 @@ class Reader {
     }
   }
 
-  void emit(Event::Kind k, uint32_t line, uint32_t col, std::string value = {},
-            bool quoted = false) {
-    out_->push_back(Event{k, quoted, line, col, std::move(value)});
+  void emit(Event::Kind k, uint32_t line, uint32_t col) {
+    out_->push_back(Event{k, false, false, line, col, 0, 0});
+  }
+
+  // A scalar whose value is `s`, a slice of the text.
+  void emit_slice(std::string_view s, uint32_t line, uint32_t col, bool quoted) {
+    out_->push_back(Event{Event::kScalar, quoted, false, line, col,
+                          static_cast<uint32_t>(s.data() - text_.data()),
+                          static_cast<uint32_t>(s.size())});
+  }
+
+  // A scalar whose value is the arena's bytes from `off` to its end.
+  void emit_arena(size_t off, uint32_t line, uint32_t col, bool quoted) {
+    out_->push_back(Event{Event::kScalar, quoted, true, line, col, static_cast<uint32_t>(off),
+                          static_cast<uint32_t>(arena_.size() - off)});
   }
 
   static bool is_space(char c) { return c == ' '; }
@@ -356,18 +382,23 @@ class Reader {
       throw Bail{"dash starts plain"};
     if (c == ':' && (pos + 1 == t.size() || t[pos + 1] == ' '))
       throw Bail{"colon starts plain"};
-    size_t end = comment_at(t, pos);
-    if (end == std::string_view::npos)
-      end = t.size();
+    // One pass to the comment or the end of the line: the scalar ends there, and every byte
+    // before it must be one a block plain scalar may hold (safe_plain). "a: b: c" and
+    // similar are errors yaml-cpp reports; leave them to it.
+    size_t end = pos;
+    for (; end < t.size(); ++end) {
+      char d = t[end];
+      if (d == '#' && t[end - 1] == ' ')  // end > pos: a plain scalar never starts with '#'
+        break;
+      if (d == ':' && (end + 1 == t.size() || t[end + 1] == ' '))
+        throw Bail{"colon in plain value"};
+      if (!plain_byte(d, false))
+        throw Bail{"plain character"};
+    }
     std::string_view s = t.substr(pos, end - pos);
     while (!s.empty() && s.back() == ' ')
       s.remove_suffix(1);
-    // "a: b: c" and similar are errors yaml-cpp reports; leave them to it.
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (s[i] == ':' && (i + 1 == s.size() || s[i + 1] == ' '))
-        throw Bail{"colon in plain value"};
-    }
-    emit_plain(s, line, static_cast<uint32_t>(pos), false);
+    emit_slice(s, line, static_cast<uint32_t>(pos), false);
     return pos + s.size();
   }
 
@@ -382,6 +413,14 @@ class Reader {
       throw Bail{"multi-line value"};
     Event& e = out_->back();
     BASE_CHECK(e.kind == Event::kScalar && !e.quoted);
+    // The joined value is new text: the scalar moves to the arena's end, where it grows.
+    if (!e.in_arena) {
+      size_t off = arena_.size();
+      arena_.append(text_.substr(e.off, e.len));
+      e.in_arena = true;
+      e.off = static_cast<uint32_t>(off);
+    }
+    BASE_CHECK(size_t{e.off} + e.len == arena_.size());
     uint32_t prev = lines_[cur_ - 1].no;
     while (cur_ < lines_.size() && lines_[cur_].indent > col) {
       const Line& c = lines_[cur_];
@@ -397,8 +436,9 @@ class Reader {
         throw Bail{"multi-line plain key or comment"};
       if (!safe_plain(s, false))
         throw Bail{"plain character"};
-      e.value += ' ';
-      e.value.append(s);
+      arena_ += ' ';
+      arena_.append(s);
+      e.len = static_cast<uint32_t>(arena_.size() - e.off);
       prev = c.no;
       ++cur_;
     }
@@ -467,7 +507,8 @@ class Reader {
       body.pop_back();
       ++trailing;
     }
-    std::string value;
+    size_t off = arena_.size();
+    std::string& value = arena_;
     size_t empties = 0;
     bool any = false;
     for (std::string_view l : body) {
@@ -490,7 +531,7 @@ class Reader {
       value += '\n';
     if (chomp == '+')
       value.append(trailing, '\n');
-    emit(Event::kScalar, line, static_cast<uint32_t>(pos), std::move(value), true);
+    emit_arena(off, line, static_cast<uint32_t>(pos), true);
     // The last content line the scalar took (or its header line).
     while (cur_ + 1 < lines_.size() && lines_[cur_ + 1].no < end)
       ++cur_;
@@ -523,11 +564,14 @@ class Reader {
     }
   };
 
-  static bool safe_plain(std::string_view s, bool flow) {
+  static bool plain_byte(char ch, bool flow) {
     static constexpr PlainBytes kTable;
-    const uint8_t want = flow ? 1 : 2;
+    return (kTable.bits[static_cast<unsigned char>(ch)] & (flow ? 1 : 2)) != 0;
+  }
+
+  static bool safe_plain(std::string_view s, bool flow) {
     for (char ch : s) {
-      if ((kTable.bits[static_cast<unsigned char>(ch)] & want) == 0)
+      if (!plain_byte(ch, flow))
         return false;
     }
     return true;
@@ -536,21 +580,30 @@ class Reader {
   void emit_plain(std::string_view s, uint32_t line, uint32_t col, bool flow) {
     if (!safe_plain(s, flow))
       throw Bail{"plain character"};
-    emit(Event::kScalar, line, col, std::string(s), false);
+    emit_slice(s, line, col, false);
   }
 
   size_t parse_quoted(std::string_view t, size_t pos, uint32_t line) {
     char q = t[pos];
-    std::string value;
+    // The value is the text between the quotes until an escape or a doubled quote changes
+    // it; from there on it is built in the arena, a run of unchanged bytes at a time.
     size_t i = pos + 1;
+    size_t run = i;  // start of the bytes not yet copied
+    size_t off = arena_.size();
+    bool built = false;  // the value is in the arena
+    auto flush = [&](size_t to) {
+      arena_.append(t.substr(run, to - run));
+      built = true;
+    };
     for (;;) {
       if (i >= t.size())
         throw Bail{"multi-line quoted"};  // continues on the next line
       char c = t[i];
       if (c == q) {
         if (q == '\'' && i + 1 < t.size() && t[i + 1] == '\'') {
-          value += '\'';
+          flush(i + 1);  // one quote of the two
           i += 2;
+          run = i;
           continue;
         }
         break;
@@ -559,37 +612,41 @@ class Reader {
         if (i + 1 >= t.size())
           throw Bail{"escape at end"};
         char e = t[i + 1];
+        char out;
         switch (e) {
           case '"':
-            value += '"';
-            break;
           case '\\':
-            value += '\\';
-            break;
           case '/':
-            value += '/';
+            out = e;
             break;
           case 'n':
-            value += '\n';
+            out = '\n';
             break;
           case 't':
-            value += '\t';
+            out = '\t';
             break;
           case 'r':
-            value += '\r';
+            out = '\r';
             break;
           default:
             throw Bail{"rare escape"};  // rarer escapes: yaml-cpp decides
         }
+        flush(i);
+        arena_ += out;
         i += 2;
+        run = i;
         continue;
       }
       if (static_cast<unsigned char>(c) < 0x20)
         throw Bail{"control character"};
-      value += c;
       ++i;
     }
-    emit(Event::kScalar, line, static_cast<uint32_t>(pos), std::move(value), true);
+    if (built) {
+      flush(i);
+      emit_arena(off, line, static_cast<uint32_t>(pos), true);
+    } else {
+      emit_slice(t.substr(pos + 1, i - pos - 1), line, static_cast<uint32_t>(pos), true);
+    }
     return i + 1;
   }
 
@@ -651,7 +708,7 @@ class Reader {
             throw Bail{"flow pair colon"};
           const Event& key = (*out_)[at];
           out_->insert(out_->begin() + static_cast<std::ptrdiff_t>(at),
-                       Event{Event::kMapStart, false, key.line, key.col, {}});
+                       Event{Event::kMapStart, false, false, key.line, key.col, 0, 0});
           i = k + 1;
           skip();
           i = flow_scalar_or_collection(i, depth, false);
@@ -723,6 +780,8 @@ class Reader {
     return start + s.size();
   }
 
+  std::string_view text_;
+  std::string& arena_;
   std::vector<Line> lines_;
   std::vector<std::string_view> raw_;  // every line, blank and comment lines too, by number
   std::deque<Event>* out_ = nullptr;
@@ -737,7 +796,13 @@ class Reader {
 }  // namespace
 
 struct FastYaml::Events {
+  std::string_view text;
+  std::string arena;
   std::deque<Event> list;
+
+  std::string_view value(const Event& e) const {
+    return std::string_view(e.in_arena ? arena : text).substr(e.off, e.len);
+  }
 };
 
 FastYaml::FastYaml() = default;
@@ -757,7 +822,8 @@ bool FastYaml::read(std::string_view text) {
   // A deque: it grows without copying itself, and the replay frees it as it goes, so the
   // events and the tree they build never both exist in full.
   auto events = std::make_unique<Events>();
-  Reader reader(text);
+  events->text = text;
+  Reader reader(text, events->arena);
   why_ = reader.run(events->list);
   if (why_ != nullptr)
     return false;
@@ -768,7 +834,7 @@ bool FastYaml::read(std::string_view text) {
   for (const Event& e : events->list) {
     switch (e.kind) {
       case Event::kScalar:
-        digest.scalar(e.quoted, e.value);
+        digest.scalar(e.quoted, events->value(e));
         break;
       case Event::kNull:
         digest.null();
@@ -792,6 +858,7 @@ void FastYaml::replay(YAML::EventHandler& handler) {
   BASE_CHECK(events_ != nullptr);
   std::unique_ptr<Events> events = std::move(events_);
   static const std::string kPlain = "?", kQuoted = "!";
+  std::string value;  // one buffer for every scalar the handler is given
   for (auto& list = events->list; !list.empty(); list.pop_front()) {
     const Event& e = list.front();
     YAML::Mark m;
@@ -799,7 +866,8 @@ void FastYaml::replay(YAML::EventHandler& handler) {
     m.column = static_cast<int>(e.col);
     switch (e.kind) {
       case Event::kScalar:
-        handler.OnScalar(m, e.quoted ? kQuoted : kPlain, 0, e.value);
+        value.assign(events->value(e));
+        handler.OnScalar(m, e.quoted ? kQuoted : kPlain, 0, value);
         break;
       case Event::kNull:
         handler.OnNull(m, 0);

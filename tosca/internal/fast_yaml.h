@@ -23,6 +23,7 @@ class FastYaml {
 
   // Reads `text` and returns true when it is inside the subset; otherwise returns false,
   // keeps nothing, and why() names what made the reader step aside ("multi-line value").
+  // The events refer to `text`, which must outlive replay().
   bool read(std::string_view text);
   const char* why() const { return why_; }
 

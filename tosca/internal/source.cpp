@@ -280,7 +280,7 @@ class ZipSource : public FileSource {
       return base::Status::FailedPrecondition("file is " + std::to_string(sizes_[it->first]) +
                                               " bytes; the limit is " + std::to_string(max_bytes));
     }
-    return read_index(it->second, max_bytes);
+    return read_index(it->second, max_bytes, sizes_[it->first]);
   }
 
   base::Result<std::string> digest(std::string_view path, base::DigestAlgorithm a) override {
@@ -323,15 +323,26 @@ class ZipSource : public FileSource {
   std::string bytes_;  // backing store for archives opened from memory
 
  private:
-  base::Result<std::string> read_index(zip_uint64_t idx, uint64_t max_bytes) {
+  // Inflates straight into the string returned. `size` is what the archive's directory
+  // says the entry holds, which a hostile archive may overstate: room is made for that
+  // much at once up to 1 MiB (and max_bytes), then it grows as the bytes come.
+  base::Result<std::string> read_index(zip_uint64_t idx, uint64_t max_bytes, uint64_t size = 0) {
     zip_file_t* f = zip_fopen_index(za_, idx, 0);
     if (f == nullptr) {
       return base::Status::Internal(std::string("cannot open entry: ") + zip_strerror(za_));
     }
+    constexpr uint64_t kFirstRoom = 1u << 20;
+    // max_bytes + 1 bytes at most: one past the limit tells that the entry is over it.
+    const uint64_t most = max_bytes == UINT64_MAX ? max_bytes : max_bytes + 1;
     std::string out;
-    char buf[65536];
+    // One byte past the expected end, so the end is seen in the same read.
+    out.resize(static_cast<size_t>(std::min({size + 1, kFirstRoom, most})));
+    size_t have = 0;
     for (;;) {
-      zip_int64_t got = zip_fread(f, buf, sizeof buf);
+      if (have == out.size())
+        out.resize(
+            static_cast<size_t>(std::min<uint64_t>(std::max<uint64_t>(have * 2, 65536), most)));
+      zip_int64_t got = zip_fread(f, out.data() + have, out.size() - have);
       if (got < 0) {
         std::string why = zip_error_strerror(zip_file_get_error(f));
         zip_fclose(f);
@@ -340,14 +351,15 @@ class ZipSource : public FileSource {
       if (got == 0) {
         break;
       }
-      out.append(buf, static_cast<size_t>(got));
-      if (out.size() > max_bytes) {
+      have += static_cast<size_t>(got);
+      if (have > max_bytes) {
         zip_fclose(f);
         return base::Status::FailedPrecondition("entry is larger than " +
                                                 std::to_string(max_bytes) + " bytes");
       }
     }
     zip_fclose(f);
+    out.resize(have);
     return out;
   }
 
