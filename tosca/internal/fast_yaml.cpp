@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
-#include <deque>
 #include <string>
 #include <vector>
 
@@ -29,10 +28,48 @@ struct Bail {
 // folded lines, block scalars), of the reader's arena: no string per event.
 struct Event {
   enum Kind : uint8_t { kScalar, kNull, kSeqStart, kSeqEnd, kMapStart, kMapEnd } kind;
-  bool quoted = false;
-  bool in_arena = false;
-  uint32_t line = 0, col = 0;  // 0-based, as YAML::Mark
-  uint32_t off = 0, len = 0;   // the value in the text or the arena
+  bool quoted;
+  bool in_arena;
+  uint32_t line, col;  // 0-based, as YAML::Mark
+  uint32_t off, len;   // the value in the text or the arena
+};
+
+// The events in order, in chunks of 64 KiB: appending never copies the ones before, and
+// the replay frees each chunk once past it, so the events and the tree they build never
+// both exist in full.
+class EventList {
+ public:
+  void push_back(const Event& e) {
+    if (size_ % kChunk == 0)
+      chunks_.push_back(std::make_unique_for_overwrite<Event[]>(kChunk));
+    chunks_.back()[size_ % kChunk] = e;
+    ++size_;
+  }
+  size_t size() const { return size_; }
+  Event& operator[](size_t i) { return chunks_[i / kChunk][i % kChunk]; }
+  Event& back() { return (*this)[size_ - 1]; }
+  void clear() {
+    chunks_.clear();
+    size_ = 0;
+  }
+  // Calls f(event) for each in order; `consume` frees the events as it goes.
+  template <typename F>
+  void each(F&& f, bool consume) {
+    for (size_t c = 0; c < chunks_.size(); ++c) {
+      size_t n = std::min(kChunk, size_ - c * kChunk);
+      for (size_t i = 0; i < n; ++i)
+        f(chunks_[c][i]);
+      if (consume)
+        chunks_[c].reset();
+    }
+    if (consume)
+      clear();
+  }
+
+ private:
+  static constexpr size_t kChunk = 2048;
+  std::vector<std::unique_ptr<Event[]>> chunks_;
+  size_t size_ = 0;
 };
 
 struct Line {
@@ -47,7 +84,7 @@ class Reader {
 
   // nullptr when the whole text is inside the subset (its events are in `out`, their
   // changed values in the arena), else why not.
-  const char* run(std::deque<Event>& out) {
+  const char* run(EventList& out) {
     out_ = &out;
     if (bad_ != nullptr)
       return bad_;
@@ -706,9 +743,11 @@ class Reader {
         if (scalar_item && k < t.size() && t[k] == ':') {
           if (k + 1 < t.size() && t[k + 1] != ' ')
             throw Bail{"flow pair colon"};
-          const Event& key = (*out_)[at];
-          out_->insert(out_->begin() + static_cast<std::ptrdiff_t>(at),
-                       Event{Event::kMapStart, false, false, key.line, key.col, 0, 0});
+          // The key, one scalar event, moves one place on for the map's start.
+          BASE_CHECK(out_->size() == at + 1);
+          Event key = (*out_)[at];
+          (*out_)[at] = Event{Event::kMapStart, false, false, key.line, key.col, 0, 0};
+          out_->push_back(key);
           i = k + 1;
           skip();
           i = flow_scalar_or_collection(i, depth, false);
@@ -784,7 +823,7 @@ class Reader {
   std::string& arena_;
   std::vector<Line> lines_;
   std::vector<std::string_view> raw_;  // every line, blank and comment lines too, by number
-  std::deque<Event>* out_ = nullptr;
+  EventList* out_ = nullptr;
   size_t cur_ = 0;
   size_t fl_ = 0;  // the content line a flow collection has reached
   uint32_t eof_line_ = 0;
@@ -798,7 +837,7 @@ class Reader {
 struct FastYaml::Events {
   std::string_view text;
   std::string arena;
-  std::deque<Event> list;
+  EventList list;
 
   std::string_view value(const Event& e) const {
     return std::string_view(e.in_arena ? arena : text).substr(e.off, e.len);
@@ -819,8 +858,6 @@ bool FastYaml::read(std::string_view text) {
     why_ = "a byte order mark";
     return false;
   }
-  // A deque: it grows without copying itself, and the replay frees it as it goes, so the
-  // events and the tree they build never both exist in full.
   auto events = std::make_unique<Events>();
   events->text = text;
   Reader reader(text, events->arena);
@@ -831,24 +868,26 @@ bool FastYaml::read(std::string_view text) {
   // sequence's single-pair map gets its start event after its key was read, so the
   // events are only final here).
   MeaningDigest digest;
-  for (const Event& e : events->list) {
-    switch (e.kind) {
-      case Event::kScalar:
-        digest.scalar(e.quoted, events->value(e));
-        break;
-      case Event::kNull:
-        digest.null();
-        break;
-      case Event::kSeqStart:
-      case Event::kMapStart:
-        digest.open(e.kind == Event::kMapStart);
-        break;
-      case Event::kSeqEnd:
-      case Event::kMapEnd:
-        digest.close(e.kind == Event::kMapEnd);
-        break;
-    }
-  }
+  events->list.each(
+      [&](const Event& e) {
+        switch (e.kind) {
+          case Event::kScalar:
+            digest.scalar(e.quoted, events->value(e));
+            break;
+          case Event::kNull:
+            digest.null();
+            break;
+          case Event::kSeqStart:
+          case Event::kMapStart:
+            digest.open(e.kind == Event::kMapStart);
+            break;
+          case Event::kSeqEnd:
+          case Event::kMapEnd:
+            digest.close(e.kind == Event::kMapEnd);
+            break;
+        }
+      },
+      false);
   meaning_ = digest.hex();
   events_ = std::move(events);
   return true;
@@ -859,33 +898,34 @@ void FastYaml::replay(YAML::EventHandler& handler) {
   std::unique_ptr<Events> events = std::move(events_);
   static const std::string kPlain = "?", kQuoted = "!";
   std::string value;  // one buffer for every scalar the handler is given
-  for (auto& list = events->list; !list.empty(); list.pop_front()) {
-    const Event& e = list.front();
-    YAML::Mark m;
-    m.line = static_cast<int>(e.line);
-    m.column = static_cast<int>(e.col);
-    switch (e.kind) {
-      case Event::kScalar:
-        value.assign(events->value(e));
-        handler.OnScalar(m, e.quoted ? kQuoted : kPlain, 0, value);
-        break;
-      case Event::kNull:
-        handler.OnNull(m, 0);
-        break;
-      case Event::kSeqStart:
-        handler.OnSequenceStart(m, "?", 0, YAML::EmitterStyle::Default);
-        break;
-      case Event::kSeqEnd:
-        handler.OnSequenceEnd();
-        break;
-      case Event::kMapStart:
-        handler.OnMapStart(m, "?", 0, YAML::EmitterStyle::Default);
-        break;
-      case Event::kMapEnd:
-        handler.OnMapEnd();
-        break;
-    }
-  }
+  events->list.each(
+      [&](const Event& e) {
+        YAML::Mark m;
+        m.line = static_cast<int>(e.line);
+        m.column = static_cast<int>(e.col);
+        switch (e.kind) {
+          case Event::kScalar:
+            value.assign(events->value(e));
+            handler.OnScalar(m, e.quoted ? kQuoted : kPlain, 0, value);
+            break;
+          case Event::kNull:
+            handler.OnNull(m, 0);
+            break;
+          case Event::kSeqStart:
+            handler.OnSequenceStart(m, "?", 0, YAML::EmitterStyle::Default);
+            break;
+          case Event::kSeqEnd:
+            handler.OnSequenceEnd();
+            break;
+          case Event::kMapStart:
+            handler.OnMapStart(m, "?", 0, YAML::EmitterStyle::Default);
+            break;
+          case Event::kMapEnd:
+            handler.OnMapEnd();
+            break;
+        }
+      },
+      true);
 }
 
 bool fast_parse_yaml(std::string_view text, YAML::EventHandler& handler) {

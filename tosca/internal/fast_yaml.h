@@ -2,7 +2,6 @@
 // text's meaning, by which the type files vnflow ships are recognised whatever their layout.
 #pragma once
 
-#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
