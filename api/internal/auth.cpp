@@ -222,7 +222,16 @@ std::optional<Clock::time_point> parse_expiry(std::string_view text) {
   tm.tm_hour = *h;
   tm.tm_min = *mi;
   tm.tm_sec = *s;
-  return Clock::from_time_t(timegm(&tm));
+  // The clock counts nanoseconds (the years 1678 to 2262): a date beyond is the nearest end
+  // (9999-12-31 is "never expires", not an overflow).
+  std::time_t t = timegm(&tm);
+  constexpr auto kLimit =
+      std::chrono::duration_cast<std::chrono::seconds>(Clock::duration::max()).count();
+  if (t >= kLimit)
+    return Clock::time_point::max();
+  if (t <= -kLimit)
+    return Clock::time_point::min();
+  return Clock::from_time_t(t);
 }
 
 base::Result<TokenInfo> judge_token(std::string_view body, const KeystoneOptions& o) {

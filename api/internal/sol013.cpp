@@ -521,7 +521,9 @@ std::string problem_json(const Problem& p) {
   json::object o{{"status", p.status}, {"detail", p.detail}};
   if (!p.title.empty())
     o["title"] = p.title;
-  return json::serialize(o);
+  // The detail may quote what the client sent: bytes that are not UTF-8 would make the
+  // document one a JSON reader refuses.
+  return base::printable(json::serialize(o), base::PrintMode::kJson);
 }
 
 std::string next_link(std::string_view base, std::string_view path, const Query& q,

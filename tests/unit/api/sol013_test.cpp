@@ -265,4 +265,14 @@ TEST_CASE("ProblemDetails always carry status and detail", "[api][sol013]") {
   CHECK(v.at("title") == "Not Found");
 }
 
+TEST_CASE("A ProblemDetails quoting bytes that are not UTF-8 is still JSON", "[api][sol013]") {
+  // Found by the api_request fuzz target: a 404 quoting a path with byte 0xC5 was a body
+  // no JSON reader takes.
+  std::string body = problem_json({404, "Not Found", "no such resource: /a\xc5\xc5/b"});
+  CHECK(base::is_valid_utf8(body));
+  auto v = json::parse(body);
+  CHECK(v.at("status") == 404);
+  CHECK(v.at("detail") == "no such resource: /a\u00c5\u00c5/b");
+}
+
 }  // namespace
