@@ -72,6 +72,38 @@ class EventList {
   size_t size_ = 0;
 };
 
+// A set of bytes looked up in a table, for the indicator checks on every scalar. NUL is in
+// every set, as it is for std::strchr(set, c), which these replace.
+struct ByteSet {
+  bool in[256] = {};
+  constexpr explicit ByteSet(std::string_view s) {
+    in[0] = true;
+    for (char c : s)
+      in[static_cast<unsigned char>(c)] = true;
+  }
+  bool operator()(char c) const { return in[static_cast<unsigned char>(c)]; }
+};
+
+constexpr ByteSet kKeyStartIndicators("[]{},#&*!|>%@`?");
+constexpr ByteSet kPlainStartIndicators("]},#&*!|>%@`?");
+constexpr ByteSet kNotPlainValue("\"'[{|>");
+constexpr ByteSet kContinuationIndicators("-?:,[]{}#&*!|>'\"%@`");
+constexpr ByteSet kFlowIndicators(",]}#&*!|>%@`?:-");
+
+// How many bytes of `s` are `c`: in runs of 255 with a byte counter, which the compiler
+// turns into byte-wide vector compares (std::count widens every byte to 64 bits).
+size_t count_byte(std::string_view s, char c) {
+  size_t n = 0;
+  for (size_t i = 0; i < s.size();) {
+    size_t end = std::min(s.size(), i + 255);
+    uint8_t run = 0;
+    for (; i < end; ++i)
+      run = static_cast<uint8_t>(run + (s[i] == c));
+    n += run;
+  }
+  return n;
+}
+
 struct Line {
   uint32_t no;            // 0-based line number
   uint32_t indent;        // leading spaces
@@ -109,12 +141,12 @@ class Reader {
 
  private:
   void split(std::string_view text) {
-    eof_line_ = static_cast<uint32_t>(std::count(text.begin(), text.end(), '\n'));
+    eof_line_ = static_cast<uint32_t>(count_byte(text, '\n'));
     raw_.reserve(eof_line_ + 1);
     lines_.reserve(eof_line_ + 1);
     // Every CR must end a line (CRLF); counted once over the text rather than looked for
     // in each line.
-    size_t crs = static_cast<size_t>(std::count(text.begin(), text.end(), '\r'));
+    size_t crs = static_cast<size_t>(count_byte(text, '\r'));
     size_t line_end_crs = 0;
     uint32_t no = 0;
     size_t start = 0;
@@ -268,7 +300,7 @@ class Reader {
         return k;
       return std::string_view::npos;
     }
-    if (std::strchr("[]{},#&*!|>%@`?", c) != nullptr)
+    if (kKeyStartIndicators(c))
       return std::string_view::npos;
     for (size_t i = col; i < t.size(); ++i) {
       if (t[i] == '#' && i > col && t[i - 1] == ' ')
@@ -413,7 +445,7 @@ class Reader {
     }
     if (c == '"' || c == '\'')
       return parse_quoted(t, pos, line);
-    if (std::strchr("]},#&*!|>%@`?", c) != nullptr)
+    if (kPlainStartIndicators(c))
       throw Bail{"indicator starts plain"};
     if (c == '-' && (pos + 1 == t.size() || t[pos + 1] == ' '))
       throw Bail{"dash starts plain"};
@@ -446,7 +478,7 @@ class Reader {
   // after the first line, a line that starts with an indicator or holds ": " or " #",
   // and values that are not plain scalars are left to yaml-cpp.
   void continue_plain(std::string_view t, size_t v, uint32_t col) {
-    if (std::strchr("\"'[{|>", t[v]) != nullptr || comment_at(t, v) != std::string_view::npos)
+    if (kNotPlainValue(t[v]) || comment_at(t, v) != std::string_view::npos)
       throw Bail{"multi-line value"};
     Event& e = out_->back();
     BASE_CHECK(e.kind == Event::kScalar && !e.quoted);
@@ -466,7 +498,7 @@ class Reader {
       std::string_view s = c.text.substr(c.indent);
       while (!s.empty() && s.back() == ' ')
         s.remove_suffix(1);
-      if (std::strchr("-?:,[]{}#&*!|>'\"%@`", s[0]) != nullptr)
+      if (kContinuationIndicators(s[0]))
         throw Bail{"multi-line plain indicator"};
       if (comment_at(s, 0) != std::string_view::npos || s.back() == ':' ||
           s.find(": ") != std::string_view::npos)
@@ -783,7 +815,7 @@ class Reader {
     }
     if (c == '"' || c == '\'')
       return parse_quoted(t, i, line);
-    if (std::strchr(",]}#&*!|>%@`?:-", c) != nullptr) {
+    if (kFlowIndicators(c)) {
       // '-' may start a plain scalar ("-1") but not "- "
       if (!(c == '-' && i + 1 < t.size() && t[i + 1] != ' ' && t[i + 1] != ',' && t[i + 1] != ']' &&
             t[i + 1] != '}')) {
@@ -912,13 +944,14 @@ void FastYaml::replay(YAML::EventHandler& handler) {
             handler.OnNull(m, 0);
             break;
           case Event::kSeqStart:
-            handler.OnSequenceStart(m, "?", 0, YAML::EmitterStyle::Default);
+          case Event::kMapStart:
+            if (e.kind == Event::kMapStart)
+              handler.OnMapStart(m, "?", 0, YAML::EmitterStyle::Default);
+            else
+              handler.OnSequenceStart(m, "?", 0, YAML::EmitterStyle::Default);
             break;
           case Event::kSeqEnd:
             handler.OnSequenceEnd();
-            break;
-          case Event::kMapStart:
-            handler.OnMapStart(m, "?", 0, YAML::EmitterStyle::Default);
             break;
           case Event::kMapEnd:
             handler.OnMapEnd();
