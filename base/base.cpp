@@ -32,6 +32,8 @@ std::string_view to_string(StatusCode code) {
       return "permission_denied";
     case StatusCode::kFailedPrecondition:
       return "failed_precondition";
+    case StatusCode::kAborted:
+      return "aborted";
     case StatusCode::kUnavailable:
       return "unavailable";
     case StatusCode::kUnauthenticated:

@@ -54,6 +54,7 @@ enum class StatusCode {
   kAlreadyExists,
   kPermissionDenied,
   kFailedPrecondition,
+  kAborted,  // what was held was lost (a daemon's lease), not refused up front
   kUnavailable,
   kUnauthenticated,
   kInternal,
@@ -76,6 +77,7 @@ class [[nodiscard]] Status {
   static Status FailedPrecondition(std::string m) {
     return {StatusCode::kFailedPrecondition, std::move(m)};
   }
+  static Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
   static Status PermissionDenied(std::string m) {
     return {StatusCode::kPermissionDenied, std::move(m)};
   }

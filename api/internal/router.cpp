@@ -56,6 +56,7 @@ int http_status(const base::Status& s) {
       return 400;
     case base::StatusCode::kFailedPrecondition:
     case base::StatusCode::kAlreadyExists:
+    case base::StatusCode::kAborted:
       return 409;
     case base::StatusCode::kPermissionDenied:
       return 403;
