@@ -60,6 +60,24 @@ TEST_CASE("UTF-8 validation rejects overlongs, surrogates and truncation", "[bas
   CHECK_FALSE(base::is_valid_utf8("\xFF"));
 }
 
+TEST_CASE("UTF-8 validation finds a bad byte anywhere in long ASCII text", "[base]") {
+  // ASCII is checked a word at a time: a bad or multi-byte sequence at every offset from a
+  // word's start, at the end of the text, and split across a word boundary.
+  for (size_t before = 0; before < 20; ++before) {
+    for (size_t after = 0; after < 10; ++after) {
+      std::string pad_a(before, 'a'), pad_b(after, 'b');
+      INFO("before " << before << " after " << after);
+      CHECK(base::is_valid_utf8(pad_a + pad_b));
+      CHECK(base::is_valid_utf8(pad_a + "\xE2\x82\xAC" + pad_b));
+      CHECK(base::is_valid_utf8(pad_a + "\xF0\x9F\x98\x80" + pad_b));
+      CHECK_FALSE(base::is_valid_utf8(pad_a + "\xFF" + pad_b));
+      CHECK_FALSE(base::is_valid_utf8(pad_a + "\x80" + pad_b));
+      CHECK_FALSE(base::is_valid_utf8(pad_a + "\xED\xA0\x80" + pad_b));
+      CHECK_FALSE(base::is_valid_utf8(pad_a + "\xE2\x82" + pad_b));
+    }
+  }
+}
+
 TEST_CASE("closest_match suggests only near misses", "[base]") {
   std::vector<std::string> c = {"properties", "requirements", "interfaces"};
   CHECK(base::closest_match("propertis", c) == "properties");
