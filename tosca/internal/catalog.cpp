@@ -20,6 +20,15 @@ const CatalogEntry* catalog_by_digest(std::string_view sha256_hex) {
   return nullptr;
 }
 
+bool catalog_has_size(size_t bytes) {
+  for (size_t i = 0; i < kCatalogEntryCount; ++i) {
+    if (kCatalogEntries[i].size == bytes) {
+      return true;
+    }
+  }
+  return false;
+}
+
 const CatalogEntry* catalog_by_meaning(std::string_view meaning_hex) {
   if (meaning_hex.empty())
     return nullptr;

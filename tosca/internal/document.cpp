@@ -372,40 +372,71 @@ namespace {
 
 // Gives a known tree the marks of the text just read: the builder makes one node per
 // scalar, null and collection start, in event order, so the n-th such event is node n.
+// The digest that found the tree only made it a candidate: each event must be the node it
+// would build (kind, quoting, value) and each collection must end after as many children as
+// the node has, or the tree is not this text's (ok() is false).
 class Relocate : public YAML::EventHandler {
  public:
   explicit Relocate(Document& doc) : doc_(doc) {}
   void OnDocumentStart(const YAML::Mark&) override {}
   void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { mark(m); }
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { node(m, Node::Kind::kNull, 0); }
   void OnAlias(const YAML::Mark&, YAML::anchor_t) override { ok_ = false; }
-  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t,
-                const std::string&) override {
-    mark(m);
+  void OnScalar(const YAML::Mark& m, const std::string& tag, YAML::anchor_t,
+                const std::string& value) override {
+    bool quoted = tag != "?";
+    if (!quoted && plain_null(value)) {
+      node(m, Node::Kind::kNull, 0);
+      return;
+    }
+    const RawNode* r = node(m, Node::Kind::kScalar, quoted ? 1 : 0);
+    if (r != nullptr && std::string_view(doc_.text).substr(r->text_off, r->text_len) != value)
+      ok_ = false;
   }
   void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
                        YAML::EmitterStyle::value) override {
-    mark(m);
+    open(m, Node::Kind::kSequence);
   }
-  void OnSequenceEnd() override {}
+  void OnSequenceEnd() override { close(); }
   void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
                   YAML::EmitterStyle::value) override {
-    mark(m);
+    open(m, Node::Kind::kMap);
   }
-  void OnMapEnd() override {}
-  bool ok() const { return ok_ && next_ == doc_.nodes.size(); }
+  void OnMapEnd() override { close(); }
+  bool ok() const { return ok_ && open_.empty() && next_ == doc_.nodes.size(); }
 
  private:
-  void mark(const YAML::Mark& m) {
-    if (next_ >= doc_.nodes.size()) {
+  struct Open {
+    uint32_t index;
+    uint32_t children;
+  };
+  // The next node, given this text's mark, if it is of that kind and quoting; else nullptr.
+  const RawNode* node(const YAML::Mark& m, Node::Kind kind, uint8_t quoted) {
+    if (!ok_ || next_ >= doc_.nodes.size() || doc_.nodes[next_].kind != kind ||
+        doc_.nodes[next_].quoted != quoted) {
+      ok_ = false;
+      return nullptr;
+    }
+    if (!open_.empty())
+      ++open_.back().children;
+    RawNode& r = doc_.nodes[next_++];
+    r.line = static_cast<uint32_t>(m.line + 1);
+    r.column = static_cast<uint32_t>(m.column + 1);
+    return &r;
+  }
+  void open(const YAML::Mark& m, Node::Kind kind) {
+    if (node(m, kind, 0) != nullptr)
+      open_.push_back({static_cast<uint32_t>(next_ - 1), 0});
+  }
+  void close() {
+    if (!ok_ || open_.empty() || doc_.nodes[open_.back().index].count != open_.back().children) {
       ok_ = false;
       return;
     }
-    doc_.nodes[next_].line = static_cast<uint32_t>(m.line + 1);
-    doc_.nodes[next_].column = static_cast<uint32_t>(m.column + 1);
-    ++next_;
+    open_.pop_back();
   }
   Document& doc_;
+  std::vector<Open> open_;
   size_t next_ = 0;
   bool ok_ = true;
 };
@@ -434,12 +465,15 @@ std::unique_ptr<Document> parse_yaml(std::string_view text, std::string display,
   if (fast_read && known != nullptr) {
     // Same meaning, same events but for their marks, so the same tree once the marks are
     // this text's. Known trees are clean: no diagnostics to merge.
+    // The events are kept: if they turn out not to be the tree's (digests that collide),
+    // the text is built as any other.
     if (auto tree = known(fast.meaning())) {
       Relocate relocate(*tree);
-      fast.replay(relocate);
-      BASE_CHECK(relocate.ok());
-      tree->display = std::move(doc->display);
-      return tree;
+      fast.replay(relocate, true);
+      if (relocate.ok()) {
+        tree->display = std::move(doc->display);
+        return tree;
+      }
     }
   }
   // Room for the tree built here (not for a known one: for a large file these are large

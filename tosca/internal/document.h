@@ -29,7 +29,7 @@ class Document {
  public:
   std::string display;        // "pkg.csar!Definitions/vnfd.yaml", used in diagnostics
   std::string path;           // path inside the package ("Definitions/vnfd.yaml"), or catalog name
-  std::string digest;         // SHA-256 of the source text
+  std::string digest;         // SHA-256 of the source text, "" if the loader had no need of it
   bool from_catalog = false;  // served from vnflow's shipped catalog
 
   std::vector<RawNode> nodes;

@@ -925,7 +925,7 @@ bool FastYaml::read(std::string_view text) {
   return true;
 }
 
-void FastYaml::replay(YAML::EventHandler& handler) {
+void FastYaml::replay(YAML::EventHandler& handler, bool keep) {
   BASE_CHECK(events_ != nullptr);
   std::unique_ptr<Events> events = std::move(events_);
   static const std::string kPlain = "?", kQuoted = "!";
@@ -958,7 +958,9 @@ void FastYaml::replay(YAML::EventHandler& handler) {
             break;
         }
       },
-      true);
+      !keep);
+  if (keep)
+    events_ = std::move(events);
 }
 
 bool fast_parse_yaml(std::string_view text, YAML::EventHandler& handler) {
@@ -971,53 +973,90 @@ bool fast_parse_yaml(std::string_view text, YAML::EventHandler& handler) {
   return true;
 }
 
-// The encoding: a version line, then per event one kind byte ('S' plain scalar, 'Q' quoted
-// scalar, 'N' null, '[' ']' '{' '}') and, for scalars, the value's length as 8 bytes and
-// its bytes; so no two event streams encode alike.
-MeaningDigest::MeaningDigest() : hasher_(base::DigestAlgorithm::kSha256) {
-  buf_ = "vnflow meaning 1\n";
+namespace {
+uint64_t mix(uint64_t h) {
+  h ^= h >> 31;
+  h *= 0x7FB5D329728EA185ull;
+  h ^= h >> 27;
+  h *= 0x81DADEF4BC2DD44Dull;
+  return h ^ (h >> 33);
+}
+}  // namespace
+
+void QuickHash::add(std::string_view bytes) {
+  add(static_cast<uint64_t>(bytes.size()));
+  const char* p = bytes.data();
+  size_t n = bytes.size(), i = 0;
+  auto word = [&](size_t at) {
+    uint64_t w;
+    std::memcpy(&w, p + at, 8);
+    return w;
+  };
+  if (n >= 64) {
+    // Four lanes side by side (one multiply chain would wait on itself), folded in after.
+    uint64_t lane[4] = {h_, h_ ^ 0x13198A2E03707344ull, h_ ^ 0xA4093822299F31D0ull,
+                        h_ ^ 0x082EFA98EC4E6C89ull};
+    for (; i + 32 <= n; i += 32) {
+      for (int k = 0; k < 4; ++k) {
+        lane[k] = (lane[k] ^ word(i + 8 * k)) * 0x9E3779B97F4A7C15ull;
+        lane[k] ^= lane[k] >> 29;
+      }
+    }
+    for (uint64_t l : lane)
+      add(mix(l));
+  }
+  for (; i + 8 <= n; i += 8)
+    add(word(i));
+  if (i < n) {
+    uint64_t w = 0;
+    std::memcpy(&w, p + i, n - i);
+    add(w);
+  }
 }
 
-void MeaningDigest::put(char kind) {
-  if (buf_.size() >= (64u << 10)) {
-    hasher_.update(buf_);
-    buf_.clear();
-  }
-  buf_ += kind;
+uint64_t QuickHash::value() const {
+  return mix(h_);
+}
+
+uint64_t quick_hash(std::string_view bytes) {
+  QuickHash h;
+  h.add(bytes);
+  return h.value();
 }
 
 bool plain_null(std::string_view v) {
   return v.empty() || v == "~" || v == "null" || v == "Null" || v == "NULL";
 }
 
+// The encoding: per event one kind word ('S' plain scalar, 'Q' quoted scalar, 'N' null,
+// '[' ']' '{' '}') and, for scalars, the value length-prefixed; so no two event streams
+// encode alike.
 void MeaningDigest::scalar(bool quoted, std::string_view value) {
   if (!quoted && plain_null(value)) {
     null();
     return;
   }
-  put(quoted ? 'Q' : 'S');
-  uint64_t n = value.size();
-  char len[8];
-  for (int i = 0; i < 8; ++i)
-    len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-  buf_.append(len, 8);
-  buf_.append(value);
+  hash_.add(quoted ? 'Q' : 'S');
+  hash_.add(value);
 }
 
 void MeaningDigest::null() {
-  put('N');
+  hash_.add('N');
 }
 void MeaningDigest::open(bool map) {
-  put(map ? '{' : '[');
+  hash_.add(map ? '{' : '[');
 }
 void MeaningDigest::close(bool map) {
-  put(map ? '}' : ']');
+  hash_.add(map ? '}' : ']');
 }
 
-std::string MeaningDigest::hex() {
-  hasher_.update(buf_);
-  buf_.clear();
-  return hasher_.hex_final();
+std::string MeaningDigest::hex() const {
+  static const char kHex[] = "0123456789abcdef";
+  uint64_t v = hash_.value();
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4)
+    out[i] = kHex[v & 15];
+  return out;
 }
 
 }  // namespace tosca::internal

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "tosca/internal/fast_yaml.h"
 #include "tosca/internal/meta.h"
 
 namespace tosca {
@@ -398,14 +399,33 @@ Document* Loader::load_package_file(const std::string& path, const base::SourceL
     return nullptr;
   }
   text_bytes_ += text.value().size();
-  std::string digest = base::digest_hex(base::DigestAlgorithm::kSha256, text.value());
-  auto same = by_digest_.find(digest);
-  if (same != by_digest_.end()) {
-    by_key_["pkg:" + path] = same->second;
-    return same->second;
+  const std::string& bytes = text.value();
+  // A file with the same bytes as one loaded before is that document: found by size and a
+  // quick hash, confirmed by comparing the bytes (read again: a rare case). One file per
+  // key, so files made to collide cost one more read each, never a search.
+  std::pair<size_t, uint64_t> quick{bytes.size(), quick_hash(bytes)};
+  if (auto b = by_bytes_.find(quick); b != by_bytes_.end()) {
+    auto earlier = src_.read(b->second->path, opt_.limits.max_text_bytes);
+    if (earlier.ok() && earlier.value() == bytes) {
+      by_key_["pkg:" + path] = b->second;
+      return b->second;
+    }
+  }
+  // The SHA-256 only where the catalog has a file of this size (a re-serialised copy never
+  // matches by bytes, and a package's own files seldom do).
+  std::string digest;
+  const CatalogEntry* e = nullptr;
+  if (catalog_has_size(bytes.size())) {
+    digest = base::digest_hex(base::DigestAlgorithm::kSha256, bytes);
+    auto same = by_digest_.find(digest);
+    if (same != by_digest_.end()) {
+      by_key_["pkg:" + path] = same->second;
+      return same->second;
+    }
+    e = catalog_by_digest(digest);
   }
   std::unique_ptr<Document> doc;
-  if (const CatalogEntry* e = catalog_by_digest(digest)) {
+  if (e != nullptr) {
     doc = Document::deserialize(e->blob);
     BASE_CHECK(doc != nullptr);
     doc->from_catalog = true;
@@ -413,7 +433,7 @@ Document* Loader::load_package_file(const std::string& path, const base::SourceL
   } else {
     YamlLimits yl{opt_.limits.max_yaml_depth, opt_.limits.max_yaml_nodes, yaml_nodes_};
     // A copy of a shipped file in another layout comes back from the catalog by its meaning.
-    doc = parse_yaml(text.value(), src_.display(path), yl, diags_, true, catalog_tree);
+    doc = parse_yaml(bytes, src_.display(path), yl, diags_, true, catalog_tree);
     if (!doc) {
       by_key_["pkg:" + path] = nullptr;
       return nullptr;
@@ -426,7 +446,9 @@ Document* Loader::load_package_file(const std::string& path, const base::SourceL
   Document* raw = doc.get();
   pkg_.impl->docs.push_back(std::move(doc));
   by_key_["pkg:" + path] = raw;
-  by_digest_[digest] = raw;
+  by_bytes_.emplace(quick, raw);
+  if (!digest.empty())
+    by_digest_[digest] = raw;
   return raw;
 }
 

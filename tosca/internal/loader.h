@@ -1,11 +1,13 @@
 // The loader's phases over one package (see tosca.h for the list).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/base.h"
@@ -71,8 +73,11 @@ class Loader {
   Types& types_;
   std::string entry_;
   Document* entry_doc_ = nullptr;
-  std::map<std::string, Document*> by_key_;     // "pkg:<path>" or "cat:<name>@<version>"
-  std::map<std::string, Document*> by_digest_;  // identical files are one document
+  std::map<std::string, Document*> by_key_;  // "pkg:<path>" or "cat:<name>@<version>"
+  // Identical files are one document: package files by size and quick hash (loader.cpp
+  // confirms by the bytes); by SHA-256 the catalog's and the package files that have one.
+  std::map<std::pair<size_t, uint64_t>, Document*> by_bytes_;
+  std::map<std::string, Document*> by_digest_;
   std::vector<Document*> order_;
   std::set<std::string> referenced_files_;  // artifact and implementation files
   ValueSets value_sets_;                    // valid_values lists, parsed once per load
