@@ -8,17 +8,29 @@
 //   (c) Store::apply on P operations: each round one group commit of P batches (a cursor
 //       write and one event each, as the executor's transitions are): durable
 //       transitions/s, and its ratio to (b).
+//   (d) claims (Store::claim, issue 18's leasing): C queued operations claimed by D
+//       daemons at once (a thread and a store each, claiming `--claim-batch` at a time):
+//       claims/s, and how many operations two daemons got (must be 0).
+//   (e) takeover: a daemon with a 1 s lease claims 100 operations and stops renewing (as a
+//       SIGKILLed one does); another daemon, reading its queue every 20 ms as the executor
+//       does, has them all after this long (floor: the TTL + 1 s).
 //
-// Not here yet: the executor on PostgreSQL (engine_bench's scenarios with --db), several
-// daemons, claims and takeover (leasing is not built yet).
+// Not here yet: the executor itself on PostgreSQL with several daemons (engine_bench's
+// scenarios with --db).
 //
 // Usage: pg_bench --url postgresql://... [--n N] [--batch B] [--ops P] [--rounds R]
+//                 [--claims C] [--daemons D] [--claim-batch K]
 // A schema of its own is made (bench_<pid>) and dropped. Prints `name: value unit` lines.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <libpq-fe.h>
@@ -78,7 +90,7 @@ int main(int argc, char** argv) {
   std::string url;
   if (const char* e = std::getenv("VNFLOW_DB"); e != nullptr)
     url = e;
-  long n = 2000, batch = 200, ops = 200, rounds = 50;
+  long n = 2000, batch = 200, ops = 200, rounds = 50, claims = 20000, daemons = 4, claim_batch = 64;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--url")
@@ -91,11 +103,19 @@ int main(int argc, char** argv) {
       ops = std::atol(argv[i + 1]);
     else if (a == "--rounds")
       rounds = std::atol(argv[i + 1]);
+    else if (a == "--claims")
+      claims = std::atol(argv[i + 1]);
+    else if (a == "--daemons")
+      daemons = std::atol(argv[i + 1]);
+    else if (a == "--claim-batch")
+      claim_batch = std::atol(argv[i + 1]);
     else
       die("unknown option " + a);
   }
-  if (!engine::is_postgres_url(url) || n < 1 || batch < 1 || ops < 1 || rounds < 1)
-    die("usage: pg_bench --url postgresql://... [--n N] [--batch B] [--ops P] [--rounds R]");
+  if (!engine::is_postgres_url(url) || n < 1 || batch < 1 || ops < 1 || rounds < 1 || claims < 1 ||
+      daemons < 2 || daemons > 64 || claim_batch < 1)
+    die("usage: pg_bench --url postgresql://... [--n N] [--batch B] [--ops P] [--rounds R]"
+        " [--claims C] [--daemons D] [--claim-batch K]");
   std::string schema = "bench_" + std::to_string(::getpid());
   PGconn* c = PQconnectdb(url.c_str());
   if (PQstatus(c) != CONNECTION_OK)
@@ -197,6 +217,94 @@ int main(int argc, char** argv) {
     std::printf("store_group_commit_transitions: %.0f transitions/s (%ld per commit)\n",
                 transitions, ops);
     std::printf("store_vs_raw_batched: %.2f x\n", transitions / batched);
+
+    // (d) claims. The queue is written in two statements (create_op one by one would take
+    // longer than the claims); the rows are what create_op writes, requests unsealed.
+    exec(c,
+         "INSERT INTO instances(id, package_id, name, instantiation_state, record, created_ms)"
+         " SELECT 'ci-' || g, 'pkg', NULL, 'NOT_INSTANTIATED', '{}', g"
+         " FROM generate_series(1, " +
+             std::to_string(claims) + ") g");
+    exec(c,
+         "INSERT INTO ops(id, instance_id, operation, state, machine, package_digest,"
+         " request, created_ms, updated_ms) SELECT 'co-' || g, 'ci-' || g, 'instantiate',"
+         " 'STARTING', 'm', 'd', '{}', g, g FROM generate_series(1, " +
+             std::to_string(claims) + ") g");
+    std::vector<std::unique_ptr<engine::Store>> stores;
+    std::vector<engine::Store::Lease> leases;
+    for (long d = 0; d < daemons; ++d) {
+      stores.push_back(
+          must(engine::open_postgres_store(with_schema(url, schema), key, engine::DbLock::kDaemon),
+               "open daemon store"));
+      leases.push_back(
+          must(stores.back()->register_daemon("bench-d" + std::to_string(d), 60000), "register"));
+    }
+    std::mutex mu;
+    std::map<std::string, int> got;
+    std::atomic<long> failures{0};
+    std::vector<std::thread> threads;
+    t0 = Clock::now();
+    for (long d = 0; d < daemons; ++d) {
+      threads.emplace_back([&, d] {
+        auto i = static_cast<size_t>(d);
+        for (;;) {
+          auto r = stores[i]->claim(leases[i], false, static_cast<size_t>(claim_batch));
+          if (!r.ok()) {
+            failures++;
+            return;
+          }
+          if (r.value().empty())
+            return;
+          std::lock_guard<std::mutex> l(mu);
+          for (const auto& op : r.value())
+            got[op.id]++;
+        }
+      });
+    }
+    for (auto& t : threads)
+      t.join();
+    double claim_rate = static_cast<double>(got.size()) / secs_since(t0);
+    long doubles = 0;
+    for (const auto& [id, k] : got)
+      doubles += k > 1 ? 1 : 0;
+    std::printf("claims: %.0f claims/s (%ld daemons, %ld at a time, %zu of %ld claimed)\n",
+                claim_rate, daemons, claim_batch, got.size(), claims);
+    std::printf("claims_double: %ld operations (claim failures: %ld)\n", doubles, failures.load());
+
+    // (e) takeover
+    exec(c, "UPDATE ops SET state = 'COMPLETED' WHERE id LIKE 'co-%'");
+    exec(c,
+         "INSERT INTO instances(id, package_id, name, instantiation_state, record, created_ms)"
+         " SELECT 'ti-' || g, 'pkg', NULL, 'NOT_INSTANTIATED', '{}', g"
+         " FROM generate_series(1, 100) g");
+    exec(c,
+         "INSERT INTO ops(id, instance_id, operation, state, machine, package_digest,"
+         " request, created_ms, updated_ms) SELECT 'to-' || g, 'ti-' || g, 'instantiate',"
+         " 'PROCESSING', 'm', 'd', '{}', g, g FROM generate_series(1, 100) g");
+    const int64_t ttl = 1000;
+    auto dead = must(stores[0]->register_daemon("bench-dying", ttl), "register");
+    auto held = must(stores[0]->claim(dead, false, 1000), "claim");
+    auto last_renewal = Clock::now();  // the registration was its last renewal
+    size_t taken = 0;
+    double took = -1;
+    while (secs_since(last_renewal) < 10) {
+      auto r = must(stores[1]->claim(leases[1], false, 1000), "claim");
+      taken += r.size();
+      if (taken >= held.size()) {
+        took = secs_since(last_renewal);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (took < 0)
+      die("takeover: only " + std::to_string(taken) + " of " + std::to_string(held.size()) +
+          " operations taken over in 10 s");
+    std::printf(
+        "takeover: %zu operations of a dead daemon claimed again %.3f s after its last "
+        "renewal (lease TTL %.1f s; floor TTL + 1 s: %s)\n",
+        held.size(), took, ttl / 1000.0, took <= ttl / 1000.0 + 1 ? "PASS" : "FAIL");
+    for (size_t d = 0; d < stores.size(); ++d)
+      stores[d]->release(leases[d]);
   }
   ::unlink(key.c_str());
   exec(c, "DROP SCHEMA " + schema + " CASCADE");

@@ -275,9 +275,11 @@ const CommandSpec& daemon_command() {
       "daemon",
       with_common(
           "usage: vnflow daemon [--workers N] [--work-dir DIR] [--poll-ms N] [--hook-user USER]\n"
-          "                     [--max-redispatch N] [--db FILE]\n"
+          "                     [--max-redispatch N] [--name NAME] [--lease-ms N] [--db FILE]\n"
           "\n"
-          "Runs queued operations and resumes interrupted ones; one daemon per database.\n"
+          "Runs queued operations and resumes interrupted ones. On SQLite, one daemon per\n"
+          "database; on PostgreSQL (--db postgresql://...), any number, each under its own\n"
+          "name, sharing the work through leases (docs/persistence.md).\n"
           "SIGTERM, SIGINT or SIGHUP drains (running steps finish and are recorded, no new\n"
           "step starts); a second signal stops at once. Logs go to stderr.\n"
           "\n"
@@ -288,6 +290,11 @@ const CommandSpec& daemon_command() {
           "  --hook-user USER    run hooks as USER (the daemon must run as root)\n"
           "  --max-redispatch N  a step re-dispatched N times after daemon deaths while it\n"
           "                      ran is not dispatched again: FAILED_TEMP (default 3)\n"
+          "  --name NAME         PostgreSQL: this daemon's name (default: the host name);\n"
+          "                      a restart keeps it, two daemons of one name are refused\n"
+          "  --lease-ms N        PostgreSQL: how long its lease lasts unrenewed; another\n"
+          "                      daemon takes its operations over once it ran out\n"
+          "                      (1000 to 600000, default 10000)\n"
           "\n"
           "The ETSI REST API (SOL003 /vnflcm/v1, SOL005 /vnfpkgm/v1; docs/api.md), served\n"
           "beside the engine when --listen or --api is given:\n"
@@ -311,9 +318,25 @@ const CommandSpec& daemon_command() {
           "  --require-signature   with --trust: an unsigned upload is not onboarded\n"
           "  --signing-cert FILE   the signing certificate, when a package lacks it\n",
           false),
-      {"--db", "--workers", "--work-dir", "--poll-ms", "--hook-user", "--max-redispatch",
-       "--listen", "--auth", "--auth-file", "--api-page-size", "--keystone-url", "--keystone-role",
-       "--keystone-project", "--keystone-cacert", "--tls-cert", "--tls-key", "--trust",
+      {"--db",
+       "--workers",
+       "--work-dir",
+       "--poll-ms",
+       "--hook-user",
+       "--max-redispatch",
+       "--name",
+       "--lease-ms",
+       "--listen",
+       "--auth",
+       "--auth-file",
+       "--api-page-size",
+       "--keystone-url",
+       "--keystone-role",
+       "--keystone-project",
+       "--keystone-cacert",
+       "--tls-cert",
+       "--tls-key",
+       "--trust",
        "--signing-cert"},
       {"--api", "--require-signature"},
       0,
@@ -842,6 +865,18 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
       return usage_error(
           spec, "--poll-ms needs an integer from 1 to 60000, not \"" + o.kv.at("--poll-ms") + "\"");
     eo.poll = std::chrono::milliseconds(*n);
+  }
+  if (o.has("--lease-ms")) {
+    auto n = parse_positive(o.get("--lease-ms"), 600000);
+    if (!n || *n < 1000)
+      return usage_error(spec, "--lease-ms needs an integer from 1000 to 600000, not \"" +
+                                   o.get("--lease-ms") + "\"");
+    eo.lease_ttl = std::chrono::milliseconds(*n);
+  }
+  if (o.has("--name")) {
+    if (base::Status s = engine::check_daemon_name(o.get("--name")); !s.ok())
+      return usage_error(spec, s.message());
+    d.name = o.get("--name");
   }
   if (o.kv.count("--hook-user")) {
     // A usage error (exit 2) before anything is opened; the engine's rule.

@@ -104,6 +104,7 @@ struct OpRecord {
   json::value error;   // null, or {state, class, message}
   json::value cursor;  // the executor's position (opaque outside engine/)
   std::string owner;   // the daemon running it; "" when none has claimed it
+  int64_t epoch = 0;   // fencing epoch of the owner's claim (0: a store without leases)
   bool cancel_requested = false;
   int64_t wake_at_ms = 0;
   int64_t created_ms = 0, updated_ms = 0;
@@ -131,6 +132,9 @@ struct Batch {
     std::string error;  // JSON text, "" for NULL
     std::optional<int64_t> wake_at_ms;
     std::optional<std::string> owner;
+    // Fencing: the write (and the whole batch) is taken only while the operation is still
+    // held under this claim epoch (OpRecord::epoch). 0: not checked (no leases).
+    int64_t epoch = 0;
   };
   struct InstanceWrite {
     std::string instance_id;
@@ -146,7 +150,8 @@ struct Batch {
   std::vector<InstanceWrite> instances;
   std::vector<OutputWrite> outputs;
   // Set by Store::apply: the batch's operation was no longer active (forced to FAILED by an
-  // operator), so nothing of the batch was written; the rest of the group was.
+  // operator) or no longer held under the batch's epoch (another daemon took it over), so
+  // nothing of the batch was written; the rest of the group was.
   mutable bool fenced = false;
   bool empty() const {
     return ops.empty() && events.empty() && instances.empty() && outputs.empty();
@@ -207,6 +212,40 @@ class Store {
 
   // Operations the daemon should run: active, and (unless `all`) not claimed yet.
   virtual base::Result<std::vector<OpRecord>> runnable(bool all) = 0;
+
+  // Leases (docs/persistence.md, "Many daemons"). A store several daemons share (PostgreSQL)
+  // hands operations out under leases: a daemon registers under its name, renews its lease,
+  // and claims operations; each claim gets a new fencing epoch, which every commit of the
+  // operation checks (Batch::OpWrite::epoch). The defaults are the single-daemon stores'
+  // (SQLite: the database's file lock already excludes a second daemon).
+  struct Lease {
+    std::string name;         // the daemon's name, written as the operations' owner
+    int64_t incarnation = 0;  // which start of that name
+    int64_t ttl_ms = 0;       // 0: no expiry (single-daemon store)
+  };
+  // Refused (kFailedPrecondition) while a daemon of the same name holds a live lease. The
+  // operations a previous start of the same name held go back to the pool.
+  virtual base::Result<Lease> register_daemon(const std::string& name, int64_t ttl_ms) {
+    (void)ttl_ms;
+    return Lease{name, 1, 0};
+  }
+  // Extends the lease by its TTL. kAborted when it was lost (it ran out, or another start of
+  // the name replaced it): every operation the daemon held may be another's by now.
+  virtual base::Status renew(const Lease& lease) {
+    (void)lease;
+    return base::Status::Ok();
+  }
+  // A clean stop: the lease ends now and the daemon's active operations go back to the pool.
+  virtual void release(const Lease& lease) { (void)lease; }
+  // Claims up to `limit` operations for `lease`: active ones no live daemon holds (none
+  // claimed them, or their daemon's lease ran out), each under a new epoch. Concurrent
+  // claimers never get the same operation. `first`: the daemon's first claim (single-daemon
+  // stores then resume every active operation, their previous daemon being gone).
+  virtual base::Result<std::vector<OpRecord>> claim(const Lease& lease, bool first, size_t limit) {
+    (void)lease;
+    (void)limit;
+    return runnable(first);
+  }
   // Active operations whose cancellation was requested.
   virtual base::Result<std::vector<std::string>> cancel_requests() = 0;
   virtual base::Result<std::vector<EventRecord>> history(std::string_view op_id) = 0;
@@ -236,14 +275,18 @@ class Store {
 
 // Opens (creating if needed) the SQLite database at `path` (WAL, synchronous=FULL).
 base::Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& path);
+// Which of a PostgreSQL database's advisory locks a store holds while open: none (a
+// command), the daemons' shared one (any number of daemons at once), or the exclusive one
+// (a key rotation: refused while a daemon runs, and no daemon starts meanwhile).
+enum class DbLock { kNone, kDaemon, kAlone };
 // Opens (creating the schema if needed) the PostgreSQL database at `url` (postgresql://...
 // or postgres://..., libpq's URL; its search_path chooses the schema). Secrets are sealed
 // with the key file at `key_path` (created when the database has sealed nothing yet), which
-// every process sharing the database must be given. With `daemon_lock`, the store holds the
-// database's daemon lock while open: refused when another daemon holds it.
+// every process sharing the database must be given. `lock`: refused (kFailedPrecondition)
+// when it cannot be had.
 base::Result<std::unique_ptr<Store>> open_postgres_store(const std::string& url,
                                                          const std::string& key_path,
-                                                         bool daemon_lock = false);
+                                                         DbLock lock = DbLock::kNone);
 bool is_postgres_url(std::string_view db);
 // A database as it may be shown or logged: a path as is, a URL without its password.
 std::string display_db(std::string_view db);
@@ -256,7 +299,11 @@ struct EngineOptions {
   std::string work_root = "/tmp/vnflow-work";  // local.exec runs in <root>/<instance>
   std::chrono::milliseconds poll{50};          // how often new requests are read
   size_t max_group = 1024;                     // batches per group commit
-  std::string owner = "daemon";                // written into claimed operations
+  std::string owner = "daemon";                // the daemon's name, written into claimed operations
+  // A shared store's lease (Store::register_daemon): how long it lasts unrenewed. It is
+  // renewed every third of it; another daemon takes the operations over once it ran out.
+  std::chrono::milliseconds lease_ttl{10000};
+  size_t claim_batch = 256;  // operations claimed per read of the queue
   // Hooks (local.exec) run as this user when the daemon runs as root ("" = the daemon's
   // own user). docs/security.md.
   std::string hook_user;
@@ -495,11 +542,17 @@ base::Result<std::unique_ptr<Store>> open_database(const std::string& path);
 // Hooks run as `user` (EngineOptions::hook_user): it must exist and not be root, and the
 // daemon must run as root. Messages start with `subject` ("--hook-user", "the hook user").
 base::Status check_hook_user(std::string_view user, std::string_view subject = "the hook user");
+// A daemon's name (DaemonOptions::name).
+base::Status check_daemon_name(std::string_view name);
 
 struct DaemonOptions {
   std::string db_path;
   std::string work_dir;  // hooks' work root; "" = the folder "work" beside the database
-  EngineOptions engine;  // its work_root and owner (daemon-<pid>) are set by the daemon
+  // On a shared database (PostgreSQL), this daemon's name among those running on it:
+  // letters, digits, '.', '_', '-' (1 to 64). Default: the host's name. Two daemons of one
+  // name are refused; a restart keeps its name. On SQLite the owner is daemon-<pid>.
+  std::string name;
+  EngineOptions engine;  // its work_root and owner are set by the daemon
   actions::Registry registry = actions::Registry::standard();
 };
 

@@ -2,6 +2,7 @@
 // single-daemon lock, signals and drain, around one Engine.
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -187,6 +188,16 @@ base::Result<std::unique_ptr<Store>> open_database(const std::string& path) {
   return open_sqlite_store(path);
 }
 
+base::Status check_daemon_name(std::string_view name) {
+  bool ok = !name.empty() && name.size() <= 64;
+  for (char c : name)
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
+  if (!ok)
+    return base::Status::InvalidArgument(
+        "a daemon's name is 1 to 64 letters, digits, '.', '_' or '-' (--name)");
+  return base::Status::Ok();
+}
+
 base::Status check_hook_user(std::string_view user, std::string_view subject) {
   std::string who_says(subject);
   if (::geteuid() != 0)
@@ -208,11 +219,11 @@ base::Status rotate_database_key(const std::string& path) {
   if (base::Status s = check_database(path); !s.ok())
     return s;
   if (is_postgres_url(path)) {
-    // Holding the daemon lock: refused while a daemon runs on the database.
-    auto store = open_postgres_store(path, postgres_key_path(), /*daemon_lock=*/true);
-    if (!store.ok() && store.status().message().find("another daemon") != std::string::npos)
+    // Holding the daemons' lock alone: refused while a daemon runs on the database.
+    auto store = open_postgres_store(path, postgres_key_path(), DbLock::kAlone);
+    if (!store.ok() && store.status().message().find("a daemon is running") != std::string::npos)
       return base::Status::FailedPrecondition("a daemon is running on " + display_db(path) +
-                                              "; stop it before rotating the key");
+                                              "; stop every daemon before rotating the key");
     if (!store.ok())
       return store.status();
     return store.value()->rotate_key();
@@ -362,12 +373,23 @@ struct Daemon::Impl {
     if (base::Status s = check_database(opt.db_path); !s.ok())
       return s;
     if (is_postgres_url(opt.db_path)) {
-      // No file to lock: the store holds the database's daemon lock in its session.
-      auto st = open_postgres_store(opt.db_path, postgres_key_path(), /*daemon_lock=*/true);
+      if (opt.name.empty()) {
+        char host[256] = {};
+        ::gethostname(host, sizeof host - 1);
+        opt.name = host;
+      }
+      if (base::Status s = check_daemon_name(opt.name); !s.ok())
+        return s;
+      opt.engine.owner = opt.name;
+      // No file to lock: daemons share the database (Store leases); the store holds the
+      // daemons' shared lock in its session, so a key rotation waits for none of them.
+      auto st = open_postgres_store(opt.db_path, postgres_key_path(), DbLock::kDaemon);
       if (!st.ok())
         return st.status();
       store = std::move(st).value();
-      return start_engine(std::filesystem::path(postgres_key_path()).parent_path() / "work");
+      // Each daemon's own work root (its hooks' lock is per root): work/<name>.
+      return start_engine(std::filesystem::path(postgres_key_path()).parent_path() / "work" /
+                          opt.name);
     }
     // An existing database is locked before SQLite opens it (a second daemon must not touch
     // it, even through another name with a WAL of its own); a new one once SQLite made it.
@@ -391,7 +413,8 @@ struct Daemon::Impl {
   // The Engine on the opened store; hooks' work root `default_work` unless one was given.
   base::Status start_engine(const std::filesystem::path& default_work) {
     opt.engine.work_root = !opt.work_dir.empty() ? opt.work_dir : default_work.string();
-    opt.engine.owner = "daemon-" + std::to_string(::getpid());
+    if (!is_postgres_url(opt.db_path))
+      opt.engine.owner = "daemon-" + std::to_string(::getpid());
     engine = std::make_unique<Engine>(*store, opt.registry, opt.engine);
     // The work root, and no hook of a previous daemon still running (waits up to 30 s).
     if (base::Status s = engine->prepare(); !s.ok())

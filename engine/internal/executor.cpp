@@ -43,6 +43,7 @@ struct LiveRun : Run {
   std::unique_ptr<asio::steady_timer> timer;
   int64_t armed_at = 0;
   bool work_dir_made = false;  // the instance's work directory exists (made once per load)
+  int64_t epoch = 0;           // the claim this daemon holds it under (Store::claim)
 };
 
 struct Engine::Impl {
@@ -53,6 +54,14 @@ struct Engine::Impl {
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   asio::thread_pool pool;
   asio::steady_timer poll_timer{io};
+  // The daemon's lease on a shared store (Store::register_daemon), renewed by a thread of
+  // its own from registration on (whatever the engine thread is doing, and before run()).
+  Store::Lease lease;
+  bool registered = false;
+  std::thread renewer;
+  std::mutex renew_mu;
+  std::condition_variable renew_cv;
+  bool renew_stop = false;
   std::unordered_map<std::string, std::unique_ptr<LiveRun>> runs;
   std::unordered_set<std::string> known;               // loaded, or being reloaded
   std::unordered_map<std::string, int> running_by_op;  // actions in flight, any generation
@@ -176,6 +185,10 @@ struct Engine::Impl {
     // otherwise the daemon's alone.
     if (created || hook_uid >= 0)
       ::chmod(opt.work_root.c_str(), hook_uid >= 0 ? 0711 : 0700);
+    // The name first: a second daemon of the same name is refused before it waits for
+    // the hooks of the first.
+    if (base::Status st = register_daemon(); !st.ok())
+      return st;
     auto lock = actions::claim_hook_lock(opt.work_root, std::chrono::seconds(30));
     if (!lock.ok())
       return lock.status();
@@ -193,6 +206,7 @@ struct Engine::Impl {
   }
 
   ~Impl() {
+    stop_renewer();
     hard_stop = true;
     pool.join();
     if (hook_lock_fd >= 0)
@@ -289,6 +303,7 @@ struct Engine::Impl {
     r.pending = Batch{};
     Batch::OpWrite w;
     w.op_id = r.id;
+    w.epoch = r.epoch;
     if (!r.claimed) {
       w.owner = opt.owner;
       r.claimed = true;
@@ -332,10 +347,14 @@ struct Engine::Impl {
       return;
     }
     if (fenced) {
-      // An operator moved it out of the active states (op fail --force): let it go.
-      spdlog::warn("operation {} is no longer active in the store; it is dropped here", id);
-      runs.erase(itr);
-      known.erase(id);
+      // An operator moved it out of the active states (op fail --force), or another daemon
+      // holds it now (this daemon's lease ran out): let it go. try_reloads takes it up again
+      // only when it is still active and this daemon's (claimed again under a new epoch).
+      spdlog::warn(
+          "operation {} is no longer active here (forced out, or another daemon's); "
+          "it is dropped",
+          id);
+      drop_and_reload(id);
       {
         std::lock_guard<std::mutex> l(stats_mu);
         stats.running_ops = runs.size();
@@ -388,7 +407,7 @@ struct Engine::Impl {
         return;
       }
       known.erase(id);
-      if (is_active(op.value().state))
+      if (is_active(op.value().state) && (!shared() || op.value().owner == lease.name))
         load(op.value());
     }
   }
@@ -602,6 +621,7 @@ struct Engine::Impl {
     r->instance_id = op.instance_id;
     r->operation = op.operation;
     r->gen = next_gen++;
+    r->epoch = op.epoch;
     r->state = op.state;
     r->request = op.request;
     r->cancel = op.cancel_requested;
@@ -660,13 +680,17 @@ struct Engine::Impl {
   }
 
   void poll(bool all) {
-    auto ops = store.runnable(all);
+    if (!registered)
+      return;
+    auto ops = store.claim(lease, all, opt.claim_batch);
     if (!ops.ok())
       spdlog::warn("reading queued operations: {}", ops.status().message());
     if (ops.ok()) {
       for (const auto& op : ops.value()) {
         if (!known.count(op.id) && !reload_wanted.count(op.id))
           load(op);
+        else if (shared() && runs.count(op.id) && runs[op.id]->epoch != op.epoch)
+          drop_and_reload(op.id);  // claimed again (this daemon's lease had run out)
       }
     }
     auto cancels = store.cancel_requests();
@@ -681,6 +705,105 @@ struct Engine::Impl {
     }
     try_reloads();
     maybe_idle();
+  }
+
+  // -------------------------------------------------------------------------------------
+  // The lease on a shared store
+
+  bool shared() const { return lease.ttl_ms > 0; }
+
+  // Registers this daemon; a restart of the same name waits (up to the lease's TTL and a
+  // second) for the lease of its previous start to run out.
+  base::Status register_daemon() {
+    if (registered)
+      return base::Status::Ok();
+    auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(opt.lease_ttl).count();
+    auto give_up = std::chrono::steady_clock::now() + opt.lease_ttl + std::chrono::seconds(1);
+    bool said = false;
+    for (;;) {
+      auto l = store.register_daemon(opt.owner, ttl);
+      if (l.ok()) {
+        lease = l.value();
+        registered = true;
+        if (shared()) {
+          spdlog::info("daemon \"{}\" registered (start {}), lease {} ms", lease.name,
+                       lease.incarnation, lease.ttl_ms);
+          start_renewer();
+        }
+        return base::Status::Ok();
+      }
+      if (l.status().code() != base::StatusCode::kFailedPrecondition ||
+          std::chrono::steady_clock::now() >= give_up || hard_stop)
+        return l.status();
+      if (!said)
+        spdlog::info("{}; waiting for that lease to run out", l.status().message());
+      said = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+
+  // After run(): the lease ends and what is still active here goes back to the pool (a
+  // drained daemon's operations are taken up by the others at once, not after the TTL).
+  void release() {
+    if (!registered || !shared())
+      return;
+    stop_renewer();
+    store.release(lease);
+    registered = false;
+  }
+
+  void start_renewer() {
+    stop_renewer();
+    renew_stop = false;
+    renewer = std::thread([this, l = lease] {
+      auto every = std::chrono::milliseconds(std::max<int64_t>(l.ttl_ms / 3, 100));
+      std::unique_lock<std::mutex> lk(renew_mu);
+      while (!renew_cv.wait_for(lk, every, [this] { return renew_stop; })) {
+        lk.unlock();
+        base::Status st = store.renew(l);
+        lk.lock();
+        if (st.code() == base::StatusCode::kAborted) {
+          asio::post(io, [this, msg = st.message()] { lease_lost(msg); });
+          return;
+        }
+        if (!st.ok())
+          spdlog::warn("renewing the lease: {}", st.message());
+      }
+    });
+  }
+
+  void stop_renewer() {
+    {
+      std::lock_guard<std::mutex> lk(renew_mu);
+      renew_stop = true;
+    }
+    renew_cv.notify_all();
+    if (renewer.joinable() && renewer.get_id() != std::this_thread::get_id())
+      renewer.join();
+  }
+
+  // Lost: every operation held here may be another daemon's by now. Their commits would be
+  // fenced one by one; let them all go at once, register again, and claim anew.
+  void lease_lost(const std::string& why) {
+    if (!registered)
+      return;
+    spdlog::error("{}; {} operation(s) let go", why, runs.size());
+    for (auto& [id, r] : runs)
+      known.erase(id);
+    runs.clear();
+    reload_wanted.clear();
+    {
+      std::lock_guard<std::mutex> l(stats_mu);
+      stats.running_ops = 0;
+    }
+    registered = false;
+    if (stopping)
+      return;
+    if (base::Status rs = register_daemon(); !rs.ok()) {
+      spdlog::error("registering again: {}", rs.message());
+      return;
+    }
+    poll(true);
   }
 
   void schedule_poll() {
@@ -728,6 +851,10 @@ void Engine::run() {
     spdlog::error("not running operations: {}", st.message());
     return;
   }
+  if (base::Status st = impl_->register_daemon(); !st.ok()) {
+    spdlog::error("not running operations: {}", st.message());
+    return;
+  }
   impl_->until_idle = false;
   asio::post(impl_->io, [this] {
     impl_->poll(true);
@@ -735,10 +862,15 @@ void Engine::run() {
   });
   impl_->io.run();
   impl_->io.restart();
+  impl_->release();
 }
 
 void Engine::run_until_idle() {
   if (base::Status st = impl_->prepare(); !st.ok()) {
+    spdlog::error("not running operations: {}", st.message());
+    return;
+  }
+  if (base::Status st = impl_->register_daemon(); !st.ok()) {
     spdlog::error("not running operations: {}", st.message());
     return;
   }
@@ -750,6 +882,7 @@ void Engine::run_until_idle() {
   impl_->io.run();
   impl_->io.restart();
   impl_->poll_timer.cancel();
+  impl_->release();
 }
 
 void Engine::stop(bool drain) {

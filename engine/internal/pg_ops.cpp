@@ -1,12 +1,14 @@
 // The PostgreSQL Store (pg_store.h): the executor's commits, operations, their outputs and
 // events. The same rules as sqlite_ops.cpp, in PostgreSQL's terms: row locks (FOR UPDATE)
 // where SQLite has its one writer.
+#include <algorithm>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <boost/json.hpp>
+#include <unistd.h>
 
 #include "engine/engine.h"
 #include "engine/internal/pg_store.h"
@@ -18,7 +20,7 @@ namespace {
 
 constexpr const char* kOpColumns =
     "id, instance_id, operation, state, machine, package_digest, request, error, cursor, "
-    "owner, cancel_requested, wake_at_ms, created_ms, updated_ms";
+    "owner, cancel_requested, wake_at_ms, created_ms, updated_ms, epoch";
 constexpr const char* kRunningIn = "state IN ('STARTING', 'PROCESSING', 'ROLLING_BACK')";
 constexpr const char* kOpenIn =
     "state IN ('STARTING', 'PROCESSING', 'FAILED_TEMP', 'ROLLING_BACK')";
@@ -39,6 +41,7 @@ OpRecord read_op(const PgResult& q, int row) {
   r.wake_at_ms = q.i64(row, 11);
   r.created_ms = q.i64(row, 12);
   r.updated_ms = q.i64(row, 13);
+  r.epoch = q.i64(row, 14);
   return r;
 }
 
@@ -54,20 +57,22 @@ base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
           "UPDATE ops SET state = COALESCE($2, state), cursor = COALESCE($3, cursor),"
           " error = CASE WHEN $4::boolean THEN $5 ELSE error END,"
           " wake_at_ms = COALESCE($6, wake_at_ms), owner = COALESCE($7, owner),"
-          " updated_ms = $8 WHERE id = $1 AND ") +
+          " updated_ms = $8 WHERE id = $1 AND ($9::bigint = 0 OR epoch = $9) AND ") +
       kRunningIn;
   // Most commits change neither state nor owner: leave them out of the SET list.
   static const std::string upd_op_plain =
       std::string(
           "UPDATE ops SET cursor = COALESCE($2, cursor),"
           " error = CASE WHEN $3::boolean THEN $4 ELSE error END,"
-          " wake_at_ms = COALESCE($5, wake_at_ms), updated_ms = $6 WHERE id = $1 AND ") +
+          " wake_at_ms = COALESCE($5, wake_at_ms), updated_ms = $6 WHERE id = $1 AND"
+          " ($7::bigint = 0 OR epoch = $7) AND ") +
       kRunningIn;
   std::lock_guard<std::mutex> lock(wmu_);
   return transaction(w_, [&] {
     int64_t now = now_ms();
     for (const Batch* b : batches) {
       b->fenced = false;
+      int64_t epoch = 0;
       for (const auto& o : b->ops) {
         std::optional<std::string> cursor;
         if (o.cursor)
@@ -81,16 +86,19 @@ base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
           if (o.state)
             state = std::string(to_string(*o.state));
           n = w_.run(upd_op, {o.op_id, state, cursor, o.set_error ? "t" : "f",
-                              text_or_null(o.error), wake, o.owner, now})
+                              text_or_null(o.error), wake, o.owner, now, o.epoch})
                   .affected();
         } else {
-          n = w_.run(upd_op_plain,
-                     {o.op_id, cursor, o.set_error ? "t" : "f", text_or_null(o.error), wake, now})
+          n = w_.run(upd_op_plain, {o.op_id, cursor, o.set_error ? "t" : "f", text_or_null(o.error),
+                                    wake, now, o.epoch})
                   .affected();
         }
+        epoch = o.epoch;
         if (n != 1) {
           // Fencing: an operation that is no longer active (an operator forced it to
-          // FAILED) takes no write from an executor; the rest of the group commits.
+          // FAILED), or no longer held under this epoch (its daemon's lease ran out and
+          // another daemon claimed it), takes no write from this executor; the rest of the
+          // group commits.
           if (w_.run("SELECT 1 FROM ops WHERE id = $1", {o.op_id}).rows() == 0)
             throw std::runtime_error("no operation " + o.op_id);
           b->fenced = true;
@@ -100,11 +108,12 @@ base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
         continue;
       for (const auto& e : b->events) {
         w_.run(
-            "INSERT INTO events(op_id, seq, at_ms, kind, state, item, attempt, key, data)"
-            " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            "INSERT INTO events(op_id, seq, at_ms, kind, state, item, attempt, key, data,"
+            " owner, epoch) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             {e.op_id, e.seq, e.at_ms, e.kind, text_or_null(e.state),
              e.item >= 0 ? PgArg(e.item) : PgArg(std::nullopt), e.attempt, text_or_null(e.key),
-             e.data.is_null() ? PgArg(std::nullopt) : PgArg(json::serialize(e.data))});
+             e.data.is_null() ? PgArg(std::nullopt) : PgArg(json::serialize(e.data)),
+             text_or_null(daemon_), epoch});
       }
       for (const auto& o : b->outputs) {
         w_.run(
@@ -137,7 +146,7 @@ base::Status PgStore::create_op(const OpRecord& rec) {
           open.text(0, 2) + ") in " + open.text(0, 1) + "; one operation at a time per instance");
     w_.run(
         std::string("INSERT INTO ops(") + kOpColumns +
-            ") VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, 0, 0, $10, $10)",
+            ") VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, 0, 0, $10, $10, 0)",
         {rec.id, rec.instance_id, rec.operation, std::string(to_string(rec.state)),
          rec.machine_digest, rec.package_digest,
          sealer_.sealed_text(rec.request, "op/" + rec.id + "/request"),
@@ -320,6 +329,128 @@ base::Result<OpRecord> PgStore::get_op_on(PgConn& conn, std::string_view id) {
   });
   if (!s.ok())
     return s;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Leases. Every time in them is the database server's clock, so the daemons' clocks need
+// not agree.
+
+namespace {
+
+constexpr const char* kDbNow = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+// "a, b" -> "t.a, t.b"
+std::string qualified(const std::string& table, std::string_view columns) {
+  std::string out = table;
+  for (char ch : columns) {
+    out += ch;
+    if (ch == ' ')
+      out += table;
+  }
+  return out;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0)
+    return "?";
+  return buf;
+}
+
+}  // namespace
+
+base::Result<Store::Lease> PgStore::register_daemon(const std::string& name, int64_t ttl_ms) {
+  if (name.empty() || name.size() > 128)
+    return base::Status::InvalidArgument("a daemon's name is 1 to 128 characters");
+  if (ttl_ms < 1000 || ttl_ms > 3600000)
+    return base::Status::InvalidArgument("a lease lasts 1 s to 1 h");
+  Lease lease{name, 0, ttl_ms};
+  std::lock_guard<std::mutex> lock(wmu_);
+  base::Status s = transaction(w_, [&] {
+    auto cur = w_.run(std::string("SELECT incarnation, lease_until_ms - ") + kDbNow +
+                          ", host, pid FROM daemons WHERE name = $1 FOR UPDATE",
+                      {name});
+    if (cur.rows() > 0 && cur.i64(0, 1) >= 0)
+      return base::Status::FailedPrecondition(
+          "a daemon named \"" + name + "\" is running (host " + cur.text(0, 2) + ", pid " +
+          cur.text(0, 3) + "; its lease ends in " + std::to_string(cur.i64(0, 1)) +
+          " ms): give each daemon its own --name");
+    lease.incarnation = cur.rows() > 0 ? cur.i64(0, 0) + 1 : 1;
+    w_.run(std::string("INSERT INTO daemons(name, incarnation, lease_until_ms, host, pid,"
+                       " started_ms) VALUES($1, $2, ") +
+               kDbNow + " + $3, $4, $5, " + kDbNow +
+               ") ON CONFLICT (name) DO UPDATE SET incarnation = EXCLUDED.incarnation,"
+               " lease_until_ms = EXCLUDED.lease_until_ms, host = EXCLUDED.host,"
+               " pid = EXCLUDED.pid, started_ms = EXCLUDED.started_ms",
+           {name, lease.incarnation, ttl_ms, host_name(), static_cast<int64_t>(::getpid())});
+    // What an earlier start of this name held goes back to the pool.
+    w_.run(std::string("UPDATE ops SET owner = NULL WHERE owner = $1 AND ") + kRunningIn, {name});
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  daemon_ = name;
+  return lease;
+}
+
+base::Status PgStore::renew(const Lease& lease) {
+  std::lock_guard<std::mutex> lock(wmu_);
+  bool kept = false;
+  base::Status s = guard(w_, [&] {
+    kept = w_.run(std::string("UPDATE daemons SET lease_until_ms = ") + kDbNow +
+                      " + $3 WHERE name = $1 AND incarnation = $2 AND lease_until_ms >= " + kDbNow,
+                  {lease.name, lease.incarnation, lease.ttl_ms})
+               .affected() == 1;
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  if (!kept)
+    return base::Status::Aborted("the lease of daemon \"" + lease.name +
+                                 "\" ran out or was replaced; its operations may be another "
+                                 "daemon's now");
+  return base::Status::Ok();
+}
+
+void PgStore::release(const Lease& lease) {
+  std::lock_guard<std::mutex> lock(wmu_);
+  base::Status s = transaction(w_, [&] {
+    auto d = w_.run("DELETE FROM daemons WHERE name = $1 AND incarnation = $2",
+                    {lease.name, lease.incarnation});
+    if (d.affected() == 1)
+      w_.run(std::string("UPDATE ops SET owner = NULL WHERE owner = $1 AND ") + kRunningIn,
+             {lease.name});
+    return base::Status::Ok();
+  });
+  (void)s;  // best effort: otherwise the lease runs out
+}
+
+base::Result<std::vector<OpRecord>> PgStore::claim(const Lease& lease, bool first, size_t limit) {
+  (void)first;  // an earlier start's operations were put back by register_daemon
+  static const std::string sql =
+      std::string("WITH c AS (SELECT o.id FROM ops o WHERE o.") + kRunningIn +
+      " AND (o.owner IS NULL OR NOT EXISTS (SELECT 1 FROM daemons d WHERE d.name = o.owner"
+      " AND d.lease_until_ms >= " +
+      kDbNow +
+      ")) ORDER BY o.created_ms, o.id LIMIT $2 FOR UPDATE OF o SKIP LOCKED)"
+      " UPDATE ops SET owner = $1, epoch = nextval('op_epochs') FROM c WHERE ops.id = c.id"
+      " AND EXISTS (SELECT 1 FROM daemons d WHERE d.name = $1 AND d.incarnation = $3"
+      " AND d.lease_until_ms >= " +
+      kDbNow + ") RETURNING " + qualified("ops.", kOpColumns);
+  std::lock_guard<std::mutex> lock(wmu_);
+  std::vector<OpRecord> out;
+  base::Status s = guard(w_, [&] {
+    auto q = w_.run(sql, {lease.name, static_cast<int64_t>(limit), lease.incarnation});
+    for (int i = 0; i < q.rows(); ++i)
+      out.push_back(sealer_.opened(read_op(q, i)));
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  std::sort(out.begin(), out.end(), [](const OpRecord& a, const OpRecord& b) {
+    return a.created_ms != b.created_ms ? a.created_ms < b.created_ms : a.id < b.id;
+  });
   return out;
 }
 

@@ -20,7 +20,7 @@ namespace engine::internal {
 
 namespace {
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 // Advisory lock classes (the second key is the schema's hash, so that several vnflow schemas
 // can share one database): the schema script, and the daemon of a database.
@@ -47,7 +47,7 @@ CREATE TABLE IF NOT EXISTS ops(
   machine TEXT NOT NULL REFERENCES machines(digest), package_digest TEXT NOT NULL,
   request TEXT NOT NULL, error TEXT, cursor TEXT, owner TEXT,
   cancel_requested SMALLINT NOT NULL DEFAULT 0, wake_at_ms BIGINT NOT NULL DEFAULT 0,
-  created_ms BIGINT NOT NULL, updated_ms BIGINT NOT NULL);
+  created_ms BIGINT NOT NULL, updated_ms BIGINT NOT NULL, epoch BIGINT NOT NULL DEFAULT 0);
 CREATE UNIQUE INDEX IF NOT EXISTS ops_one_open ON ops(instance_id)
   WHERE state IN ('STARTING', 'PROCESSING', 'FAILED_TEMP', 'ROLLING_BACK');
 CREATE INDEX IF NOT EXISTS ops_running ON ops(created_ms)
@@ -60,7 +60,12 @@ CREATE TABLE IF NOT EXISTS outputs(
   op_id TEXT NOT NULL, state TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY(op_id, state));
 CREATE TABLE IF NOT EXISTS events(
   op_id TEXT NOT NULL, seq BIGINT NOT NULL, at_ms BIGINT NOT NULL, kind TEXT NOT NULL,
-  state TEXT, item INTEGER, attempt INTEGER, key TEXT, data TEXT, PRIMARY KEY(op_id, seq));
+  state TEXT, item INTEGER, attempt INTEGER, key TEXT, data TEXT, owner TEXT,
+  epoch BIGINT NOT NULL DEFAULT 0, PRIMARY KEY(op_id, seq));
+CREATE TABLE IF NOT EXISTS daemons(
+  name TEXT PRIMARY KEY, incarnation BIGINT NOT NULL, lease_until_ms BIGINT NOT NULL,
+  host TEXT NOT NULL, pid BIGINT NOT NULL, started_ms BIGINT NOT NULL);
+CREATE SEQUENCE IF NOT EXISTS op_epochs;
 CREATE TABLE IF NOT EXISTS vims(
   id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, type TEXT NOT NULL,
   summary TEXT NOT NULL, sealed TEXT NOT NULL, extra TEXT NOT NULL,
@@ -230,22 +235,27 @@ void PgConn::rollback_quietly() {
 // ---------------------------------------------------------------------------------------
 // PgStore: opening and the schema
 
-PgStore::PgStore(const std::string& url, const std::string& key_path, bool daemon_lock)
+PgStore::PgStore(const std::string& url, const std::string& key_path, DbLock lock)
     : display_(display_db(url)), sealer_(key_path), w_(url, display_), r_(url, display_) {
-  if (daemon_lock) {
-    // The daemon's lock lives in the write connection's session: every commit goes through
-    // that connection, so none happens while another daemon holds the lock (a reconnect
-    // takes it again, or fails).
+  if (lock != DbLock::kNone) {
+    // The lock lives in the write connection's session: every commit goes through that
+    // connection, so none happens without it (a reconnect takes it again, or fails).
+    // Daemons share it; a key rotation takes it alone.
     // The server ends a closed session a moment after its client has gone, so the lock of
-    // a daemon that just stopped (a restart) may still be held: asked again for up to 2 s.
-    w_.on_connect = [this](PgConn& c) {
+    // a process that just stopped (a restart) may still be held: asked again for up to 2 s.
+    bool alone = lock == DbLock::kAlone;
+    w_.on_connect = [this, alone](PgConn& c) {
       for (int attempt = 0;; ++attempt) {
-        auto q = c.run("SELECT pg_try_advisory_lock($1::int, hashtext(current_schema()))",
+        auto q = c.run(alone ? "SELECT pg_try_advisory_lock($1::int, hashtext(current_schema()))"
+                             : "SELECT pg_try_advisory_lock_shared($1::int,"
+                               " hashtext(current_schema()))",
                        {kDaemonLock});
         if (q.text(0, 0) == "t")
           return;
         if (attempt == 20)
-          throw PgError("another daemon is running on " + display_, kRefused, false);
+          throw PgError(alone ? "a daemon is running on " + display_
+                              : "the key of " + display_ + " is being rotated",
+                        kRefused, false);
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     };
@@ -259,6 +269,14 @@ base::Status PgStore::init() {
 // Inside init's transaction, under the schema lock: concurrent opens of a new database wait
 // for each other (CREATE ... IF NOT EXISTS is not safe against itself in PostgreSQL).
 base::Status PgStore::init_schema() {
+  // A current database gets no DDL: CREATE INDEX IF NOT EXISTS takes a SHARE lock on its
+  // table before it finds the index there, so every open (every CLI command) would wait
+  // for the daemons' open transactions and hold up their next ones behind it.
+  if (w_.run("SELECT to_regclass('meta') IS NOT NULL").text(0, 0) == "t" &&
+      w_.run("SELECT 1 FROM meta WHERE key = 'schema_version' AND value = $1",
+             {std::to_string(kSchemaVersion)})
+              .rows() > 0)
+    return settle_key();
   w_.run("SELECT pg_advisory_xact_lock($1::int, hashtext(current_schema()))", {kSchemaLock});
   w_.exec(kSchema);
   auto q = w_.run("SELECT value FROM meta WHERE key = 'schema_version'");
@@ -279,13 +297,28 @@ base::Status PgStore::init_schema() {
           "ALTER TABLE packages ADD COLUMN IF NOT EXISTS failure TEXT NOT NULL DEFAULT '';"
           "UPDATE packages SET user_data = json_build_object('name', name)::text"
           " WHERE name IS NOT NULL AND user_data = '{}';");
+    }
+    if (v < 3) {
+      // 2 -> 3: leases (many daemons): the claim epoch of each operation, and who committed
+      // each event under which epoch. The daemons table and the sequence are in kSchema.
+      w_.exec(
+          "ALTER TABLE ops ADD COLUMN IF NOT EXISTS epoch BIGINT NOT NULL DEFAULT 0;"
+          "ALTER TABLE events ADD COLUMN IF NOT EXISTS owner TEXT;"
+          "ALTER TABLE events ADD COLUMN IF NOT EXISTS epoch BIGINT NOT NULL DEFAULT 0;");
+    }
+    if (v < kSchemaVersion)
       w_.run("UPDATE meta SET value = $1 WHERE key = 'schema_version'",
              {std::to_string(kSchemaVersion)});
-    }
   } else {
     w_.run("INSERT INTO meta(key, value) VALUES('schema_version', $1)",
            {std::to_string(kSchemaVersion)});
   }
+  return settle_key();
+}
+
+// The key file against meta.key_check (sealing.h): created, checked, or an interrupted
+// rotation finished.
+base::Status PgStore::settle_key() {
   auto c = w_.run("SELECT value FROM meta WHERE key = 'key_check'");
   std::string check = c.rows() > 0 ? c.text(0, 0) : "";
   auto settled = sealer_.settle(check, [&] { return has_sealed_data(); });
@@ -669,11 +702,10 @@ std::string display_db(std::string_view db) {
 }
 
 base::Result<std::unique_ptr<Store>> open_postgres_store(const std::string& url,
-                                                         const std::string& key_path,
-                                                         bool daemon_lock) {
+                                                         const std::string& key_path, DbLock lock) {
   if (!is_postgres_url(url))
     return base::Status::InvalidArgument("not a PostgreSQL URL: " + display_db(url));
-  auto s = std::make_unique<internal::PgStore>(url, key_path, daemon_lock);
+  auto s = std::make_unique<internal::PgStore>(url, key_path, lock);
   base::Status st = s->init();
   if (!st.ok())
     return st;

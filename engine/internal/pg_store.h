@@ -6,7 +6,7 @@
 //
 // Engine-internal: open_postgres_store (engine.h) is the way in. The class is defined in:
 //   pg_store.cpp    connections, the schema, packages, instances, machines, VIMs, key rotation
-//   pg_ops.cpp      the executor's commits, operations, outputs and events
+//   pg_ops.cpp      the executor's commits, operations, outputs and events, leases
 #pragma once
 
 #include <cstdint>
@@ -106,7 +106,7 @@ class PgConn {
 
 class PgStore : public Store {
  public:
-  PgStore(const std::string& url, const std::string& key_path, bool daemon_lock);
+  PgStore(const std::string& url, const std::string& key_path, DbLock lock);
   base::Status init();
 
   // pg_store.cpp
@@ -143,6 +143,10 @@ class PgStore : public Store {
   base::Result<std::vector<std::string>> cancel_requests() override;
   base::Result<json::object> outputs(std::string_view op_id) override;
   base::Result<std::vector<EventRecord>> history(std::string_view op_id) override;
+  base::Result<Lease> register_daemon(const std::string& name, int64_t ttl_ms) override;
+  base::Status renew(const Lease& lease) override;
+  void release(const Lease& lease) override;
+  base::Result<std::vector<OpRecord>> claim(const Lease& lease, bool first, size_t limit) override;
 
  private:
   // Runs `f` on `conn` (connected first), turning libpq's failures into a Status: a lost
@@ -186,11 +190,13 @@ class PgStore : public Store {
 
   // pg_store.cpp
   base::Status init_schema();
+  base::Status settle_key();
   bool has_sealed_data();
   // pg_ops.cpp
   base::Result<OpRecord> get_op_on(PgConn& conn, std::string_view id);
 
   std::string display_;  // the URL without its password
+  std::string daemon_;   // the registered daemon's name (events.owner), under wmu_
   Sealer sealer_;
   std::mutex wmu_, rmu_;
   PgConn w_, r_;

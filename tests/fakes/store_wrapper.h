@@ -77,6 +77,15 @@ class StoreWrapper : public engine::Store {
   base::Result<std::vector<engine::OpRecord>> runnable(bool all) override {
     return inner_.runnable(all);
   }
+  base::Result<Lease> register_daemon(const std::string& name, int64_t ttl_ms) override {
+    return inner_.register_daemon(name, ttl_ms);
+  }
+  base::Status renew(const Lease& lease) override { return inner_.renew(lease); }
+  void release(const Lease& lease) override { inner_.release(lease); }
+  base::Result<std::vector<engine::OpRecord>> claim(const Lease& lease, bool first,
+                                                    size_t limit) override {
+    return inner_.claim(lease, first, limit);
+  }
   base::Result<std::vector<std::string>> cancel_requests() override {
     return inner_.cancel_requests();
   }

@@ -302,21 +302,39 @@ TEST_CASE("the hook user: an existing user that is not root, for a daemon runnin
   }
 }
 
-TEST_CASE("one daemon per database: a second one is refused, naming the database") {
+TEST_CASE("one daemon per database (SQLite) or per name (PostgreSQL); no key rotation then") {
   TempDb db;
   std::string path = db.tdb.target;
   db.store.reset();
   engine::DaemonOptions o;
   o.db_path = path;
   o.engine.workers = 1;
+  o.engine.lease_ttl = std::chrono::milliseconds(1000);
+  if (vnflow_test::on_postgres())
+    o.name = "alpha";
   engine::Daemon first(o);
   REQUIRE(first.start().ok());
-  CHECK(first.options().engine.work_root == (db.dir / "work").string());
-  CHECK(first.options().engine.owner == "daemon-" + std::to_string(::getpid()));
+  if (vnflow_test::on_postgres()) {
+    // Its own work root (the hooks' lock is per root) and its name as the owner.
+    CHECK(first.options().engine.work_root == (db.dir / "work" / "alpha").string());
+    CHECK(first.options().engine.owner == "alpha");
+  } else {
+    CHECK(first.options().engine.work_root == (db.dir / "work").string());
+    CHECK(first.options().engine.owner == "daemon-" + std::to_string(::getpid()));
+  }
   engine::Daemon second(o);
   base::Status s = second.start();
   CHECK_FALSE(s.ok());
-  CHECK(s.message().find("another daemon is running on") != std::string::npos);
+  if (vnflow_test::on_postgres()) {
+    CHECK(s.message().find("a daemon named \"alpha\" is running") != std::string::npos);
+    // Another name shares the database.
+    engine::DaemonOptions other = o;
+    other.name = "beta";
+    engine::Daemon third(other);
+    CHECK(third.start().ok());
+  } else {
+    CHECK(s.message().find("another daemon is running on") != std::string::npos);
+  }
   CHECK(engine::rotate_database_key(path).message().find("a daemon is running") !=
         std::string::npos);
   first.stop(true);

@@ -75,43 +75,45 @@ TEST_CASE("a lost connection fails one call as unavailable; the next one reconne
   CHECK(store.get_machine("m2").value() == "{\"b\":2}");
 }
 
-TEST_CASE("the daemon lock: one daemon at a time, taken again after a reconnection") {
+TEST_CASE("the daemons' lock: shared by daemons, a key rotation takes it alone") {
   if (!vnflow_test::on_postgres()) {
     WARN("skipped on SQLite: the daemon's lock there is a flock (commands_test)");
     return;
   }
   TempDir dir;
   auto db = vnflow_test::new_test_db(dir.path);
-  auto first = engine::open_postgres_store(db.target, db.key, /*daemon_lock=*/true);
+  auto first = engine::open_postgres_store(db.target, db.key, engine::DbLock::kDaemon);
   REQUIRE(first.ok());
 
-  SECTION("taken again after a reconnection, or the commit is refused") {
-    auto second = engine::open_postgres_store(db.target, db.key, /*daemon_lock=*/true);
-    REQUIRE_FALSE(second.ok());
-    CHECK(second.status().message().find("another daemon is running on") != std::string::npos);
-    // The first daemon loses its connections (and with them its lock); a second daemon
-    // takes the lock meanwhile: the first one's writes are refused, not committed beside it.
+  SECTION("many daemons; no rotation while one runs; its writes stop when it lost the lock") {
+    auto second = engine::open_postgres_store(db.target, db.key, engine::DbLock::kDaemon);
+    CHECK(second.ok());
+    auto rotation = engine::open_postgres_store(db.target, db.key, engine::DbLock::kAlone);
+    REQUIRE_FALSE(rotation.ok());
+    CHECK(rotation.status().message().find("a daemon is running on") != std::string::npos);
+    // The daemons lose their connections (and with them the lock); a rotation takes the
+    // lock meanwhile: the daemons' writes are refused, not committed beside it.
     drop_store_connections();
-    auto third = engine::open_postgres_store(db.target, db.key, /*daemon_lock=*/true);
-    REQUIRE(third.ok());
+    auto alone = engine::open_postgres_store(db.target, db.key, engine::DbLock::kAlone);
+    REQUIRE(alone.ok());
     for (int i = 0; i < 2; ++i) {
       base::Status w = first.value()->put_machine("m", "{}");
       CHECK_FALSE(w.ok());
     }
-    CHECK(third.value()->get_machine("m").status().code() == base::StatusCode::kNotFound);
+    CHECK(alone.value()->get_machine("m").status().code() == base::StatusCode::kNotFound);
   }
 
-  SECTION("a daemon started while the previous one is stopping gets it once it is free") {
-    // The first daemon goes 300 ms after the second starts (a restart whose old session
-    // the server has not ended yet): the second waits for the lock instead of refusing.
+  SECTION("a rotation started while the last daemon is stopping gets the lock once it is free") {
+    // The daemon goes 300 ms after the rotation starts (its session not yet ended by the
+    // server): the rotation waits for the lock instead of refusing.
     std::unique_ptr<engine::Store> leaving = std::move(first).value();
     std::thread stopper([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       leaving.reset();
     });
-    auto second = engine::open_postgres_store(db.target, db.key, /*daemon_lock=*/true);
+    auto alone = engine::open_postgres_store(db.target, db.key, engine::DbLock::kAlone);
     stopper.join();
-    CHECK(second.ok());
+    CHECK(alone.ok());
   }
 }
 

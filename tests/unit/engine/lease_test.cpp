@@ -1,0 +1,289 @@
+// Leases on a store several daemons share (PostgreSQL; Store::register_daemon, claim, renew,
+// release, and the fencing epoch every commit checks). On SQLite one daemon holds the
+// database's file lock, and the defaults are checked to keep that behaviour.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include "engine/engine.h"
+
+#include "tests/unit/engine/store_param.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "vnflow-lease-test-XXXXXX").string();
+    path = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// `n` instances, each with one queued operation; returns the operations' ids.
+std::vector<std::string> queue_ops(engine::Store& store, int n) {
+  engine::PackageRecord p;
+  p.id = "pkg-1";
+  p.digest = "d1";
+  p.name = "p";
+  auto pkg = store.put_package(p, "bytes");
+  REQUIRE(pkg.ok());
+  REQUIRE(store.put_machine("m1", "{}").ok());
+  std::vector<std::string> ids;
+  for (int i = 0; i < n; ++i) {
+    auto inst = engine::create_instance(store, pkg.value().id, "i" + std::to_string(i), "");
+    REQUIRE(inst.ok());
+    engine::OpRecord op;
+    op.id = engine::new_id();
+    op.instance_id = inst.value().id;
+    op.operation = "modify_info";
+    op.machine_digest = "m1";
+    op.package_digest = "d1";
+    op.request = json::object();
+    op.created_ms = 1000 + i;
+    REQUIRE(store.create_op(op).ok());
+    ids.push_back(op.id);
+  }
+  return ids;
+}
+
+// One transition of `op` as an executor commits it: a cursor and an event, under `epoch`.
+engine::Batch step(const engine::OpRecord& op, int64_t seq, int64_t epoch) {
+  engine::Batch b;
+  engine::Batch::OpWrite w;
+  w.op_id = op.id;
+  w.cursor = "{}";
+  w.epoch = epoch;
+  b.ops.push_back(w);
+  engine::EventRecord e;
+  e.op_id = op.id;
+  e.seq = seq;
+  e.at_ms = 1;
+  e.kind = "op_processing";
+  b.events.push_back(e);
+  return b;
+}
+
+base::Status apply_one(engine::Store& s, const engine::Batch& b) {
+  return s.apply({&b});
+}
+
+// Two daemons' stores on one new database, each holding the daemons' lock, and `n` queued
+// operations.
+struct TwoDaemons {
+  TempDir dir;
+  vnflow_test::TestDb db = vnflow_test::new_test_db(dir.path);
+  std::unique_ptr<engine::Store> a = open(), b = open();
+  std::vector<std::string> ids;
+  explicit TwoDaemons(int n) { ids = queue_ops(*a, n); }
+  std::unique_ptr<engine::Store> open() {
+    auto s = engine::open_postgres_store(db.target, db.key, engine::DbLock::kDaemon);
+    REQUIRE(s.ok());
+    return std::move(s).value();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a single-daemon store: every active operation, no expiry, no fencing") {
+  if (vnflow_test::on_postgres()) {
+    WARN("skipped on PostgreSQL: the leases there are the tests below");
+    return;
+  }
+  TempDir dir;
+  auto db = vnflow_test::new_test_db(dir.path);
+  auto s = db.open();
+  REQUIRE(s.ok());
+  auto ids = queue_ops(*s.value(), 3);
+  auto lease = s.value()->register_daemon("a", 5000);
+  REQUIRE(lease.ok());
+  CHECK(lease.value().ttl_ms == 0);
+  auto ops = s.value()->claim(lease.value(), true, 1);
+  REQUIRE(ops.ok());
+  CHECK(ops.value().size() == 3);  // the limit is a shared store's
+  CHECK(s.value()->renew(lease.value()).ok());
+}
+
+TEST_CASE("leases: one daemon per name, a restart after the lease ran out") {
+  if (!vnflow_test::on_postgres()) {
+    WARN("skipped on SQLite: one daemon, held by the file lock");
+    return;
+  }
+  TwoDaemons t(2);
+  auto& a = t.a;
+  auto& b = t.b;
+
+  auto la = a->register_daemon("alpha", 1000);
+  REQUIRE(la.ok());
+  CHECK(la.value().incarnation == 1);
+  // The same name again, from another process: refused while the lease lasts, naming it.
+  auto again = b->register_daemon("alpha", 1000);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.status().code() == base::StatusCode::kFailedPrecondition);
+  CHECK(again.status().message().find("a daemon named \"alpha\" is running") != std::string::npos);
+  // Another name is welcome.
+  auto lb = b->register_daemon("beta", 1000);
+  REQUIRE(lb.ok());
+  CHECK(b->register_daemon("", 1000).status().code() == base::StatusCode::kInvalidArgument);
+
+  auto got = a->claim(la.value(), true, 10);
+  REQUIRE(got.ok());
+  REQUIRE(got.value().size() == 2);
+  for (const auto& op : got.value()) {
+    CHECK(op.owner == "alpha");
+    CHECK(op.epoch > 0);
+  }
+  // beta finds nothing: alpha holds both and is alive.
+  CHECK(b->claim(lb.value(), true, 10).value().empty());
+
+  // alpha stops renewing (killed). Once its lease ran out, a restart of alpha registers
+  // (a new start) and its operations are back in the pool; the old start's renewal fails.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  auto la2 = b->register_daemon("alpha", 1000);
+  REQUIRE(la2.ok());
+  CHECK(la2.value().incarnation == 2);
+  base::Status lost = a->renew(la.value());
+  CHECK(lost.code() == base::StatusCode::kAborted);
+  CHECK(lost.message().find("ran out or was replaced") != std::string::npos);
+  CHECK(b->renew(la2.value()).ok());
+  for (const auto& id : t.ids) {
+    auto op = a->get_op(id);
+    REQUIRE(op.ok());
+    CHECK(op.value().owner.empty());
+  }
+}
+
+TEST_CASE("leases: a daemon past its lease cannot commit over the one that took its work") {
+  if (!vnflow_test::on_postgres()) {
+    WARN("skipped on SQLite: one daemon, held by the file lock");
+    return;
+  }
+  TwoDaemons t(1);
+  auto& a = t.a;
+  auto& b = t.b;
+  auto la = a->register_daemon("alpha", 1000);
+  auto lb = b->register_daemon("beta", 1000);
+  REQUIRE(la.ok());
+  REQUIRE(lb.ok());
+  auto mine = a->claim(la.value(), true, 10);
+  REQUIRE(mine.ok());
+  REQUIRE(mine.value().size() == 1);
+  const engine::OpRecord old = mine.value()[0];
+  // alpha commits while it holds the operation.
+  engine::Batch first = step(old, 1, old.epoch);
+  REQUIRE(apply_one(*a, first).ok());
+  CHECK_FALSE(first.fenced);
+
+  // alpha is paused past its lease (SIGSTOP); beta keeps renewing and takes the work over.
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    REQUIRE(b->renew(lb.value()).ok());
+  }
+  auto taken = b->claim(lb.value(), false, 10);
+  REQUIRE(taken.ok());
+  REQUIRE(taken.value().size() == 1);
+  CHECK(taken.value()[0].owner == "beta");
+  CHECK(taken.value()[0].epoch > old.epoch);
+  engine::Batch theirs = step(taken.value()[0], 2, taken.value()[0].epoch);
+  REQUIRE(apply_one(*b, theirs).ok());
+  CHECK_FALSE(theirs.fenced);
+
+  // alpha wakes up and commits what it had decided: fenced, nothing of it written.
+  engine::Batch stale = step(old, 3, old.epoch);
+  REQUIRE(apply_one(*a, stale).ok());
+  CHECK(stale.fenced);
+  auto h = b->history(old.id);
+  REQUIRE(h.ok());
+  REQUIRE(h.value().size() == 2);
+  CHECK(h.value()[0].seq == 1);
+  CHECK(h.value()[1].seq == 2);
+  auto now = b->get_op(old.id);
+  REQUIRE(now.ok());
+  CHECK(now.value().owner == "beta");
+  CHECK(now.value().epoch == taken.value()[0].epoch);
+  // And alpha learns it: its renewal says the lease is gone.
+  CHECK(a->renew(la.value()).code() == base::StatusCode::kAborted);
+
+  // beta stops cleanly: the operation is back in the pool at once, for alpha's next start.
+  b->release(lb.value());
+  auto la2 = a->register_daemon("alpha", 1000);
+  REQUIRE(la2.ok());
+  auto back = a->claim(la2.value(), true, 10);
+  REQUIRE(back.ok());
+  REQUIRE(back.value().size() == 1);
+  CHECK(back.value()[0].epoch > taken.value()[0].epoch);
+}
+
+TEST_CASE("leases: concurrent claims never hand one operation to two daemons") {
+  if (!vnflow_test::on_postgres()) {
+    WARN("skipped on SQLite: one daemon, held by the file lock");
+    return;
+  }
+  TempDir dir;
+  auto db = vnflow_test::new_test_db(dir.path);
+  auto setup = db.open();
+  REQUIRE(setup.ok());
+  const int kOps = 400;
+  auto ids = queue_ops(*setup.value(), kOps);
+  const int kDaemons = 4;
+  std::vector<std::unique_ptr<engine::Store>> stores;
+  std::vector<engine::Store::Lease> leases;
+  for (int d = 0; d < kDaemons; ++d) {
+    auto s = engine::open_postgres_store(db.target, db.key, engine::DbLock::kDaemon);
+    REQUIRE(s.ok());
+    auto l = s.value()->register_daemon("d" + std::to_string(d), 30000);
+    REQUIRE(l.ok());
+    stores.push_back(std::move(s).value());
+    leases.push_back(l.value());
+  }
+  std::mutex mu;
+  std::map<std::string, std::vector<int>> claimed_by;  // op -> daemons that got it
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int d = 0; d < kDaemons; ++d) {
+    threads.emplace_back([&, d] {
+      for (int round = 0; round < 200; ++round) {
+        auto got = stores[static_cast<size_t>(d)]->claim(leases[static_cast<size_t>(d)], false, 7);
+        if (!got.ok()) {
+          failures++;
+          return;
+        }
+        if (got.value().empty())
+          return;
+        std::lock_guard<std::mutex> l(mu);
+        for (const auto& op : got.value())
+          claimed_by[op.id].push_back(d);
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  CHECK(failures == 0);
+  CHECK(claimed_by.size() == static_cast<size_t>(kOps));
+  size_t doubles = 0;
+  std::set<int> daemons_that_got_some;
+  for (const auto& [id, who] : claimed_by) {
+    doubles += who.size() > 1 ? 1 : 0;
+    daemons_that_got_some.insert(who.front());
+  }
+  CHECK(doubles == 0);
+  CHECK(daemons_that_got_some.size() >= 2);  // the work is spread, not taken by one
+}
