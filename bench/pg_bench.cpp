@@ -90,7 +90,8 @@ int main(int argc, char** argv) {
   std::string url;
   if (const char* e = std::getenv("VNFLOW_DB"); e != nullptr)
     url = e;
-  long n = 2000, batch = 200, ops = 200, rounds = 50, claims = 20000, daemons = 4, claim_batch = 64;
+  long n = 2000, batch = 200, ops = 200, rounds = 50, claims = 20000, daemons = 4,
+       claim_batch = 256;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--url")
