@@ -8,7 +8,7 @@ set -euo pipefail
 
 packages=(
   meson ninja-build pkgconf g++ clang libclang-rt-14-dev
-  libboost1.81-dev libyaml-cpp-dev libzip-dev zip unzip libssh-dev
+  libboost1.81-dev libyaml-cpp-dev libzip-dev libdeflate-dev zip unzip libssh-dev
   libsqlitecpp-dev libsqlite3-dev libpq-dev postgresql-15 libspdlog-dev libfmt-dev catch2 libssl-dev
   clang-format-14 procps util-linux openssl
   # tests/api: clients of the REST API (curl; python-tackerclient's openstack vnflcm ...) and

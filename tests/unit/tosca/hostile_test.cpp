@@ -181,6 +181,53 @@ TEST_CASE("corrupt or truncated archives are refused, never a crash", "[tosca][h
   CHECK(d.has_errors());
 }
 
+TEST_CASE("an entry whose data or CRC-32 is not what the archive says is refused",
+          "[tosca][hostile]") {
+  TempDir t;
+  const std::string name = "Definitions/top.yaml";
+  std::string top = std::string(kTop) + "description: >-\n";
+  for (int i = 0; i < 400; ++i)
+    top += "  line " + std::to_string(i * 7919 % 1000) + " of a long description\n";
+  auto zip = make_zip(t.path / "p.csar", {{"TOSCA-Metadata/TOSCA.meta", kMeta}, {name, top}});
+  std::ifstream in(zip, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  auto load_bytes = [](const std::string& b) {
+    base::Diagnostics d;
+    (void)tosca::load_package_from_zip_bytes("p.csar", b, {}, d);
+    return d;
+  };
+  auto u16 = [&](size_t at) {
+    return static_cast<size_t>(static_cast<unsigned char>(bytes[at])) |
+           static_cast<size_t>(static_cast<unsigned char>(bytes[at + 1])) << 8;
+  };
+  REQUIRE_FALSE(has(load_bytes(bytes), "C0008"));
+  // The entry's local header (its name at offset 30) and central one (at offset 46); the
+  // deflated data follows the local header, its name and extra field.
+  size_t local = bytes.find(name) - 30, central = bytes.find(name, local + 31) - 46;
+  REQUIRE(bytes.compare(local, 4, "PK\x03\x04") == 0);
+  REQUIRE(bytes.compare(central, 4, "PK\x01\x02") == 0);
+  size_t data = local + 30 + u16(local + 26) + u16(local + 28);
+  size_t packed = u16(central + 20) | u16(central + 22) << 16;
+  REQUIRE(packed > 64);
+  std::vector<std::string> bad;
+  for (size_t at : {data + 8, data + packed / 2, data + packed - 2}) {
+    bad.push_back(bytes);
+    bad.back()[at] = static_cast<char>(bad.back()[at] ^ 0x10);
+  }
+  // The CRC-32 changed in both headers: the data inflates well and is not what was stored.
+  bad.push_back(bytes);
+  bad.back()[local + 14] = static_cast<char>(bad.back()[local + 14] ^ 1);
+  bad.back()[central + 16] = static_cast<char>(bad.back()[central + 16] ^ 1);
+  for (const std::string& b : bad) {
+    auto d = load_bytes(b);
+    std::string said;
+    for (const auto& x : d.sorted())
+      said += base::to_string(x) + "\n";
+    INFO(said);
+    CHECK(has(d, "C0008"));
+  }
+}
+
 TEST_CASE("a huge YAML file is refused before it is parsed", "[tosca][hostile]") {
   TempDir t;
   std::string big = "tosca_definitions_version: tosca_simple_yaml_1_2\ndescription: \"" +
