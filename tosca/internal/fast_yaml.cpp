@@ -194,10 +194,8 @@ class Reader {
       line = lines_[cur_].no;
       col = lines_[cur_].indent;
     } else {
-      // At the end of a text ending in a newline, yaml-cpp marks the start of the line
-      // after it; without the final newline its mark depends on the last tokens.
-      if (!ends_with_newline_)
-        throw Bail{"no final newline"};
+      // At the end of the text yaml-cpp marks column 0 of the line the text ends on: the
+      // line after the last newline, whether or not anything (a comment, spaces) follows it.
       line = eof_line_;
       col = 0;
     }

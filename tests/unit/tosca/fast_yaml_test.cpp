@@ -198,6 +198,22 @@ TEST_CASE("the widened forms are read fast and agree with yaml-cpp", "[tosca][ya
        "  in the API\nb: 1\n"),
       "- an item\n  that goes on\n     and on\n- next\n",
       "a:\n  b: one \"two\"\n    three (x|y)\n  c: d\n",
+      // An empty value at the end of a text without a final newline (Tacker's samples
+      // end so): the null is marked at column 0 of the last line.
+      "a:\n  b:",
+      "a:\n  b:  ",
+      "a:\n  b: # c",
+      "a:\n  b:\n  # c",
+      "a:\n  b:\n    # c",
+      "a:\n  b:\n#c",
+      "a:\n  b:\n\n  # c\n  # d",
+      "a:\n  b:\n  # c\n  ",
+      "a:\n  - \n  # c",
+      "- x\n-",
+      "a:\r\n  b:",
+      "a:\r\n  b:\r\n  # c",
+      "a:\n  b:\n  # \xC3\xBC",
+      "a:\n  b:\n  #- x # y",
   };
   for (const char* c : fast_cases) {
     INFO(c);
