@@ -981,8 +981,8 @@ uint64_t mix(uint64_t h) {
 }
 }  // namespace
 
-void QuickHash::add(std::string_view bytes) {
-  add(static_cast<uint64_t>(bytes.size()));
+void QuickHash::add(std::string_view bytes, uint8_t tag) {
+  add(static_cast<uint64_t>(bytes.size()) << 8 | tag);
   const char* p = bytes.data();
   size_t n = bytes.size(), i = 0;
   auto word = [&](size_t at) {
@@ -1005,9 +1005,16 @@ void QuickHash::add(std::string_view bytes) {
   }
   for (; i + 8 <= n; i += 8)
     add(word(i));
-  if (i < n) {
+  // The last 1 to 7 bytes in one word: two 4-byte loads that may overlap, or byte by byte.
+  if (n - i >= 4) {
+    uint32_t lo, hi;
+    std::memcpy(&lo, p + i, 4);
+    std::memcpy(&hi, p + n - 4, 4);
+    add(static_cast<uint64_t>(hi) << 32 | lo);
+  } else if (i < n) {
     uint64_t w = 0;
-    std::memcpy(&w, p + i, n - i);
+    for (size_t k = i; k < n; ++k)
+      w = w << 8 | static_cast<unsigned char>(p[k]);
     add(w);
   }
 }
@@ -1026,16 +1033,15 @@ bool plain_null(std::string_view v) {
   return v.empty() || v == "~" || v == "null" || v == "Null" || v == "NULL";
 }
 
-// The encoding: per event one kind word ('S' plain scalar, 'Q' quoted scalar, 'N' null,
-// '[' ']' '{' '}') and, for scalars, the value length-prefixed; so no two event streams
-// encode alike.
+// The encoding: per event one kind ('S' plain scalar, 'Q' quoted scalar, 'N' null,
+// '[' ']' '{' '}'), a scalar's in the word of its length, then its value; so no two event
+// streams encode alike.
 void MeaningDigest::scalar(bool quoted, std::string_view value) {
   if (!quoted && plain_null(value)) {
     null();
     return;
   }
-  hash_.add(quoted ? 'Q' : 'S');
-  hash_.add(value);
+  hash_.add(value, quoted ? 'Q' : 'S');
 }
 
 void MeaningDigest::null() {

@@ -60,7 +60,8 @@ class QuickHash {
     h_ = (h_ ^ word) * 0x9E3779B97F4A7C15ull;
     h_ ^= h_ >> 29;
   }
-  void add(std::string_view bytes);  // its length, then its bytes
+  // Its length with `tag` (what the caller says the bytes are) in one word, then its bytes.
+  void add(std::string_view bytes, uint8_t tag = 0);
   uint64_t value() const;
 
  private:
