@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -569,4 +570,45 @@ TEST_CASE("a step delta no VduScalingAspectDeltas defines: warning, error when s
   REQUIRE(d.size() == 1);
   CHECK(d.items()[0].severity == base::Severity::kError);
   CHECK(d.items()[0].code == "T0071");
+}
+
+TEST_CASE("files of one size are one document only when their bytes are the same",
+          "[tosca][loader]") {
+  auto types = [](const std::string& name) {
+    return "tosca_definitions_version: tosca_simple_yaml_1_2\nnode_types:\n  " + name +
+           ":\n    derived_from: tosca.nodes.Root\n";
+  };
+  auto package = [&](const std::string& first, const std::string& second) {
+    Files f = good_package();
+    f["Definitions/top.yaml"] = replace(
+        replace(kTop, "  - df_simple.yaml\n", "  - df_simple.yaml\n  - a.yaml\n  - b.yaml\n"),
+        "  node_templates:\n", "  node_templates:\n    Extra:\n      type: example.B\n");
+    f["Definitions/a.yaml"] = first;
+    f["Definitions/b.yaml"] = second;
+    return f;
+  };
+  // Same size, other bytes: both are read, so example.B is known.
+  REQUIRE(types("example.A").size() == types("example.B").size());
+  auto two = load(package(types("example.A"), types("example.B")));
+  INFO(two.text());
+  CHECK_FALSE(two.diags.has_errors());
+  // The same bytes under two names: one document, no type defined twice.
+  auto same = load(package(types("example.B"), types("example.B")));
+  INFO(same.text());
+  CHECK_FALSE(same.diags.has_errors());
+  auto paths = [](const Loaded& l) {
+    std::set<std::string> out;
+    for (const auto& d : l.pkg->impl->docs)
+      out.insert(d->path);
+    return out;
+  };
+  REQUIRE(two.pkg != nullptr);
+  REQUIRE(same.pkg != nullptr);
+  CHECK(paths(two).count("Definitions/b.yaml") == 1);
+  CHECK(paths(same).count("Definitions/a.yaml") == 1);
+  CHECK(paths(same).count("Definitions/b.yaml") == 0);
+  CHECK(same.pkg->impl->docs.size() + 1 == two.pkg->impl->docs.size());
+  // And a type the files do not define is still unknown.
+  auto neither = load(package(types("example.A"), types("example.C")));
+  CHECK(neither.diags.has_errors());
 }
