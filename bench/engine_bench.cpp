@@ -53,32 +53,20 @@
 
 #include "tests/fakes/store_wrapper.h"
 
+#include "bench/bench_util.h"
+
 namespace fs = std::filesystem;
 namespace json = boost::json;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::compile_machine;
+using bench::Compiled;
+using bench::die;
+using bench::must;
+using bench::secs_since;
 
 namespace {
 
-double secs_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-[[noreturn]] void die(const std::string& msg) {
-  std::fprintf(stderr, "engine_bench: %s\n", msg.c_str());
-  std::exit(1);
-}
-
-template <typename T>
-T must(base::Result<T> r, const char* what) {
-  if (!r.ok())
-    die(std::string(what) + ": " + r.status().to_string());
-  return std::move(r).value();
-}
-
-void must(const base::Status& s, const char* what) {
-  if (!s.ok())
-    die(std::string(what) + ": " + s.to_string());
-}
+bool g_empty_outputs = false;  // --empty-outputs: the no-op returns {} (diagnosis only)
 
 std::string fresh_db(const std::string& dir, const std::string& name) {
   std::string path = dir + "/" + name;
@@ -208,41 +196,6 @@ RawResult raw_sqlite(const std::string& dir, long n) {
 // ---------------------------------------------------------------------------------------
 // The engine side
 
-bool g_empty_outputs = false;  // --empty-outputs: the no-op returns {} (diagnosis only)
-
-// Stands in for local.exec: no process, outputs shaped as the catalog says.
-class NoopExec : public actions::Action {
- public:
-  explicit NoopExec(std::atomic<uint64_t>* calls) : calls_(calls) {}
-  actions::Outcome run(const json::object&, const actions::Context&) const override {
-    calls_->fetch_add(1, std::memory_order_relaxed);
-    if (g_empty_outputs)
-      return actions::Outcome::success(json::object{});
-    return actions::Outcome::success(json::object{{"exit_code", 0},
-                                                  {"stdout", ""},
-                                                  {"stderr", ""},
-                                                  {"truncated", false},
-                                                  {"duration_ms", 0}});
-  }
-
- private:
-  std::atomic<uint64_t>* calls_;
-};
-
-// A chain of `k` local.exec states, then succeed.
-std::string chain_yaml(int k) {
-  std::string y = "description: bench chain\nstart: s0\nstates:\n";
-  for (int i = 0; i < k; ++i) {
-    y += "  s" + std::to_string(i) + ":\n";
-    y += "    action: local.exec\n";
-    y += "    with:\n      command: [\"true\", \"" + std::to_string(i) + "\"]\n";
-    y += "    timeout: 10s\n";
-    y += "    next: " + (i + 1 < k ? "s" + std::to_string(i + 1) : std::string("done")) + "\n";
-  }
-  y += "  done:\n    succeed: true\n";
-  return y;
-}
-
 // An action, then a 24h wait, then succeed: what an operation parked in a wait looks like.
 const char* kParkYaml = R"(description: bench park
 start: prepare
@@ -259,25 +212,6 @@ states:
   done:
     succeed: true
 )";
-
-struct Compiled {
-  std::shared_ptr<const workflows::Machine> m;
-  double compile_s = 0;
-};
-
-Compiled compile_machine(const std::string& name, const std::string& text) {
-  base::Diagnostics diags;
-  auto t0 = Clock::now();
-  auto m = workflows::compile_file(name, text, "instantiate", "instantiate_end", diags);
-  double t = secs_since(t0);
-  if (m == nullptr) {
-    std::string all;
-    for (const auto& d : diags.items())
-      all += "\n  " + base::to_string(d);
-    die("workflow " + name + " does not compile:" + all);
-  }
-  return {m, t};
-}
 
 struct Bed {
   std::string path;
@@ -354,9 +288,7 @@ engine::EngineOptions options(const std::string& dir) {
 }
 
 actions::Registry registry(std::atomic<uint64_t>* calls) {
-  actions::Registry r = actions::Registry::standard();
-  r.add("local.exec", std::make_shared<NoopExec>(calls));
-  return r;
+  return bench::noop_registry(calls, g_empty_outputs);
 }
 
 // Passes everything to the real store and times apply() (the writer thread's commits), so
@@ -441,7 +373,7 @@ struct ChainResult {
 
 ChainResult single_chain(const std::string& dir, int k) {
   Bed bed(dir, "chain.db");
-  Compiled c = compile_machine("chain.yaml", chain_yaml(k));
+  Compiled c = compile_machine("chain.yaml", bench::chain_yaml(k));
   bed.put_machine(*c.m);
   std::string op = bed.op(bed.instance(), *c.m);
   RunResult r = run_until_idle(dir, *bed.store);
@@ -475,7 +407,7 @@ struct ConcResult {
 
 ConcResult concurrent(const std::string& dir, int p, int m) {
   Bed bed(dir, "concurrent.db");
-  Compiled c = compile_machine("chain.yaml", chain_yaml(m));
+  Compiled c = compile_machine("chain.yaml", bench::chain_yaml(m));
   bed.put_machine(*c.m);
   auto t0 = Clock::now();
   for (int i = 0; i < p; ++i)

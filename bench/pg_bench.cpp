@@ -14,12 +14,13 @@
 //   (e) takeover: a daemon with a 1 s lease claims 100 operations and stops renewing (as a
 //       SIGKILLed one does); another daemon, reading its queue every 20 ms as the executor
 //       does, has them all after this long (floor: the TTL + 1 s).
-//
-// Not here yet: the executor itself on PostgreSQL with several daemons (engine_bench's
-// scenarios with --db).
+//   (f) the executor: P operations, chains of M no-op local.exec states (engine_bench's
+//       scenario (c)), run by 1, 2 and 4 daemons at once (an Engine and a store each, in
+//       threads of this process): durable transitions/s, and its ratio to (b) (floor for
+//       one daemon: 0.5x).
 //
 // Usage: pg_bench --url postgresql://... [--n N] [--batch B] [--ops P] [--rounds R]
-//                 [--claims C] [--daemons D] [--claim-batch K]
+//                 [--claims C] [--daemons D] [--claim-batch K] [--op-states M]
 // A schema of its own is made (bench_<pid>) and dropped. Prints `name: value unit` lines.
 #include <algorithm>
 #include <atomic>
@@ -38,18 +39,14 @@
 
 #include "engine/engine.h"
 
+#include "bench/bench_util.h"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double secs_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-[[noreturn]] void die(const std::string& msg) {
-  std::fprintf(stderr, "pg_bench: %s\n", msg.c_str());
-  std::exit(1);
-}
+using bench::Clock;
+using bench::die;
+using bench::must;
+using bench::secs_since;
 
 void exec(PGconn* c, const std::string& sql) {
   PGresult* r = PQexec(c, sql.c_str());
@@ -72,18 +69,6 @@ std::string with_schema(const std::string& url, const std::string& schema) {
          schema;
 }
 
-template <typename T>
-T must(base::Result<T> r, const char* what) {
-  if (!r.ok())
-    die(std::string(what) + ": " + r.status().to_string());
-  return std::move(r).value();
-}
-
-void must(const base::Status& s, const char* what) {
-  if (!s.ok())
-    die(std::string(what) + ": " + s.to_string());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,7 +76,7 @@ int main(int argc, char** argv) {
   if (const char* e = std::getenv("VNFLOW_DB"); e != nullptr)
     url = e;
   long n = 2000, batch = 200, ops = 200, rounds = 50, claims = 20000, daemons = 4,
-       claim_batch = 256;
+       claim_batch = 256, op_states = 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--url")
@@ -110,13 +95,15 @@ int main(int argc, char** argv) {
       daemons = std::atol(argv[i + 1]);
     else if (a == "--claim-batch")
       claim_batch = std::atol(argv[i + 1]);
+    else if (a == "--op-states")
+      op_states = std::atol(argv[i + 1]);
     else
       die("unknown option " + a);
   }
   if (!engine::is_postgres_url(url) || n < 1 || batch < 1 || ops < 1 || rounds < 1 || claims < 1 ||
       daemons < 2 || daemons > 64 || claim_batch < 1)
     die("usage: pg_bench --url postgresql://... [--n N] [--batch B] [--ops P] [--rounds R]"
-        " [--claims C] [--daemons D] [--claim-batch K]");
+        " [--claims C] [--daemons D] [--claim-batch K] [--op-states M]");
   std::string schema = "bench_" + std::to_string(::getpid());
   PGconn* c = PQconnectdb(url.c_str());
   if (PQstatus(c) != CONNECTION_OK)
@@ -219,6 +206,9 @@ int main(int argc, char** argv) {
                 transitions, ops);
     std::printf("store_vs_raw_batched: %.2f x\n", transitions / batched);
 
+    // (c)'s operations are done with (they are not runnable machines).
+    exec(c, "UPDATE ops SET state = 'COMPLETED' WHERE id LIKE 'op-%'");
+
     // (d) claims. The queue is written in two statements (create_op one by one would take
     // longer than the claims); the rows are what create_op writes, requests unsealed.
     exec(c,
@@ -306,6 +296,86 @@ int main(int argc, char** argv) {
         held.size(), took, ttl / 1000.0, took <= ttl / 1000.0 + 1 ? "PASS" : "FAIL");
     for (size_t d = 0; d < stores.size(); ++d)
       stores[d]->release(leases[d]);
+    stores.clear();
+
+    // (f) the executor on D daemons
+    exec(c, "UPDATE ops SET state = 'COMPLETED' WHERE id LIKE 'to-%'");
+    bench::Compiled chain =
+        bench::compile_machine("chain.yaml", bench::chain_yaml(static_cast<int>(op_states)));
+    must(store->put_machine(chain.m->digest, boost::json::serialize(chain.m->to_json())),
+         "machine");
+    for (long n_daemons : {1L, 2L, 4L}) {
+      std::string tag = "x" + std::to_string(n_daemons) + "-";
+      exec(c,
+           "INSERT INTO instances(id, package_id, name, instantiation_state, record,"
+           " created_ms) SELECT '" +
+               tag +
+               "i' || g, 'pkg', NULL, 'NOT_INSTANTIATED', '{}', g"
+               " FROM generate_series(1, " +
+               std::to_string(ops) + ") g");
+      for (long i = 0; i < ops; ++i) {
+        engine::OpRecord op;
+        op.id = tag + "o" + std::to_string(i);
+        op.instance_id = tag + "i" + std::to_string(i + 1);
+        op.operation = "instantiate";
+        op.machine_digest = chain.m->digest;
+        op.package_digest = chain.m->package_digest;
+        op.request = boost::json::object{{"flavourId", "simple"}};
+        op.created_ms = engine::now_ms();
+        must(store->create_op(op), "op");
+      }
+      std::atomic<uint64_t> calls{0};
+      std::vector<std::unique_ptr<engine::Store>> ds;
+      std::vector<std::unique_ptr<engine::Engine>> engines;
+      for (long d = 0; d < n_daemons; ++d) {
+        ds.push_back(must(
+            engine::open_postgres_store(with_schema(url, schema), key, engine::DbLock::kDaemon),
+            "open daemon store"));
+        engine::EngineOptions eo;
+        eo.owner = "bench-e" + std::to_string(d);
+        eo.work_root = "/tmp/" + schema + "-work-" + std::to_string(d);
+        eo.poll = std::chrono::milliseconds(20);
+        engines.push_back(
+            std::make_unique<engine::Engine>(*ds.back(), bench::noop_registry(&calls), eo));
+        must(engines.back()->prepare(), "prepare");
+      }
+      std::vector<std::thread> runners;
+      t0 = Clock::now();
+      for (auto& e : engines)
+        runners.emplace_back([&e] { e->run(); });
+      // Until every operation of this round completed (bounded: 120 s).
+      for (;;) {
+        auto q = PQexec(
+            c, ("SELECT count(*) FROM ops WHERE id LIKE '" + tag + "%' AND state <> 'COMPLETED'")
+                   .c_str());
+        long left = std::atol(PQgetvalue(q, 0, 0));
+        PQclear(q);
+        if (left == 0)
+          break;
+        if (secs_since(t0) > 120)
+          die("executor on " + std::to_string(n_daemons) + " daemons: " + std::to_string(left) +
+              " operations not COMPLETED after 120 s");
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      double wall = secs_since(t0);
+      uint64_t transitions = 0;
+      for (auto& e : engines) {
+        transitions += e->stats().batches;
+        e->stop(true);
+      }
+      for (auto& t : runners)
+        t.join();
+      double tps = static_cast<double>(transitions) / wall;
+      std::printf(
+          "executor_%ld_daemons: %.0f transitions/s (%ld ops x %ld states, %.2f s, %.2f x "
+          "raw batched)%s\n",
+          n_daemons, tps, ops, op_states, wall, tps / batched,
+          n_daemons == 1 ? (tps / batched >= 0.5 ? "; floor 0.5 x: PASS" : "; floor 0.5 x: FAIL")
+                         : "");
+      engines.clear();
+      ds.clear();
+      exec(c, "UPDATE ops SET state = 'COMPLETED' WHERE id LIKE '" + tag + "%'");
+    }
   }
   ::unlink(key.c_str());
   exec(c, "DROP SCHEMA " + schema + " CASCADE");
