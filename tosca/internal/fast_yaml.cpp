@@ -181,6 +181,10 @@ class Reader {
       start = end + 1;
     }
     ends_with_newline_ = !text.empty() && text.back() == '\n';
+    // The last line, when no newline ends it, made of blanks only.
+    size_t last_nl = text.rfind('\n');
+    std::string_view tail = text.substr(last_nl == std::string_view::npos ? 0 : last_nl + 1);
+    ends_in_blanks_ = !tail.empty() && tail.find_first_not_of(" \t") == std::string_view::npos;
     if (crs != line_end_crs)
       bad_ = "a CR that ends no line";
     if (bad_ != nullptr)
@@ -195,7 +199,11 @@ class Reader {
       col = lines_[cur_].indent;
     } else {
       // At the end of the text yaml-cpp marks column 0 of the line the text ends on: the
-      // line after the last newline, whether or not anything (a comment, spaces) follows it.
+      // line after the last newline, empty or a comment. Unless that line is blanks with no
+      // newline after them: then the column depends on the indents yaml-cpp unwinds there
+      // (or a tab is its error), and the fast reader steps aside.
+      if (ends_in_blanks_)
+        throw Bail{"blanks after the last newline"};
       line = eof_line_;
       col = 0;
     }
@@ -858,6 +866,7 @@ class Reader {
   size_t fl_ = 0;  // the content line a flow collection has reached
   uint32_t eof_line_ = 0;
   bool ends_with_newline_ = false;
+  bool ends_in_blanks_ = false;
   int depth_ = 0;
   const char* bad_ = nullptr;  // why the text is outside the subset, found while splitting
 };
