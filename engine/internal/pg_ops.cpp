@@ -5,6 +5,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <boost/json.hpp>
@@ -49,9 +50,38 @@ PgArg text_or_null(const std::string& s) {
   return s.empty() ? PgArg(std::nullopt) : PgArg(s);
 }
 
+// A PostgreSQL array literal of `v` ({"a","b",NULL}): every value quoted, '"' and '\'
+// escaped, so any text goes through as one element. A statement takes a whole group's
+// column as one parameter (unnest), whatever the group's size: one prepared statement.
+std::string pg_array(const std::vector<std::optional<std::string>>& v) {
+  size_t n = 2;
+  for (const auto& x : v)
+    n += (x ? x->size() + 3 : 5);
+  std::string out;
+  out.reserve(n);
+  out += '{';
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i > 0)
+      out += ',';
+    if (!v[i]) {
+      out += "NULL";
+      continue;
+    }
+    out += '"';
+    for (char c : *v[i]) {
+      if (c == '"' || c == '\\')
+        out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
 }  // namespace
 
-base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
+base::Status PgStore::apply_rows(const std::vector<const Batch*>& batches) {
   static const std::string upd_op =
       std::string(
           "UPDATE ops SET state = COALESCE($2, state), cursor = COALESCE($3, cursor),"
@@ -121,6 +151,137 @@ base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
             " ON CONFLICT (op_id, state) DO UPDATE SET value = EXCLUDED.value",
             {o.op_id, o.state, sealer_.sealed_output(o)});
       }
+      for (const auto& i : b->instances) {
+        w_.run("UPDATE instances SET instantiation_state = $2, record = $3 WHERE id = $1",
+               {i.instance_id, i.instantiation_state,
+                sealer_.sealed_text(i.record, "instance/" + i.instance_id)});
+      }
+    }
+    return base::Status::Ok();
+  });
+}
+
+// The executor's group commit: each statement takes the whole group (one round trip per
+// table, not per row). A group that writes one operation twice, or only one, goes row by
+// row (apply_rows): the same rules, the same result.
+base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
+  static const std::string upd =
+      std::string(
+          "UPDATE ops SET state = COALESCE(v.state, ops.state),"
+          " cursor = COALESCE(v.cursor, ops.cursor),"
+          " error = CASE WHEN v.set_error THEN v.error ELSE ops.error END,"
+          " wake_at_ms = COALESCE(v.wake, ops.wake_at_ms), owner = COALESCE(v.owner, ops.owner),"
+          " updated_ms = $9 FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[],"
+          " $5::text[], $6::bigint[], $7::text[], $8::bigint[])"
+          " AS v(id, state, cursor, set_error, error, wake, owner, epoch)"
+          " WHERE ops.id = v.id AND (v.epoch = 0 OR ops.epoch = v.epoch) AND ops.") +
+      kRunningIn + " RETURNING ops.id";
+  static const std::string ins_events =
+      "INSERT INTO events(op_id, seq, at_ms, kind, state, item, attempt, key, data, owner, epoch)"
+      " SELECT v.op_id, v.seq, v.at_ms, v.kind, v.state, v.item, v.attempt, v.key, v.data, $11,"
+      " v.epoch FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[],"
+      " $6::int[], $7::int[], $8::text[], $9::text[], $10::bigint[])"
+      " AS v(op_id, seq, at_ms, kind, state, item, attempt, key, data, epoch)";
+  static const std::string ins_outputs =
+      "INSERT INTO outputs(op_id, state, value) SELECT * FROM unnest($1::text[], $2::text[],"
+      " $3::text[]) ON CONFLICT (op_id, state) DO UPDATE SET value = EXCLUDED.value";
+  using Col = std::vector<std::optional<std::string>>;
+  auto num = [](int64_t v) { return std::optional<std::string>(std::to_string(v)); };
+  std::unordered_set<std::string> seen;
+  size_t writes = 0;
+  bool twice = false;
+  for (const Batch* b : batches) {
+    for (const auto& o : b->ops) {
+      ++writes;
+      twice = twice || !seen.insert(o.op_id).second;
+    }
+  }
+  if (twice || writes <= 1)
+    return apply_rows(batches);
+  std::lock_guard<std::mutex> lock(wmu_);
+  return transaction(w_, [&] {
+    Col id, state, cursor, set_error, error, wake, owner, epoch;
+    for (const Batch* b : batches) {
+      for (const auto& o : b->ops) {
+        id.emplace_back(o.op_id);
+        state.push_back(o.state ? std::optional<std::string>(std::string(to_string(*o.state)))
+                                : std::nullopt);
+        cursor.push_back(o.cursor ? std::optional<std::string>(
+                                        sealer_.sealed_text(*o.cursor, "op/" + o.op_id + "/cursor"))
+                                  : std::nullopt);
+        set_error.emplace_back(o.set_error ? "t" : "f");
+        error.push_back(o.error.empty() ? std::nullopt : std::optional<std::string>(o.error));
+        wake.push_back(o.wake_at_ms ? num(*o.wake_at_ms) : std::nullopt);
+        owner.push_back(o.owner);
+        epoch.push_back(num(o.epoch));
+      }
+    }
+    auto q =
+        w_.run(upd, {pg_array(id), pg_array(state), pg_array(cursor), pg_array(set_error),
+                     pg_array(error), pg_array(wake), pg_array(owner), pg_array(epoch), now_ms()});
+    std::unordered_set<std::string> hit;
+    for (int i = 0; i < q.rows(); ++i)
+      hit.insert(q.text(i, 0));
+    // Fencing, as in apply_rows: a batch whose operation is no longer active, or no longer
+    // held under its epoch, is not written; the rest of the group is.
+    Col missing;
+    for (const Batch* b : batches) {
+      b->fenced = false;
+      for (const auto& o : b->ops) {
+        if (!hit.count(o.op_id)) {
+          b->fenced = true;
+          missing.emplace_back(o.op_id);
+        }
+      }
+    }
+    if (!missing.empty() &&
+        w_.run("SELECT count(*) FROM ops WHERE id = ANY($1::text[])", {pg_array(missing)})
+                .i64(0, 0) != static_cast<int64_t>(missing.size()))
+      throw std::runtime_error("an operation of the group does not exist");
+    Col e_op, e_seq, e_at, e_kind, e_state, e_item, e_attempt, e_key, e_data, e_epoch;
+    Col o_op, o_state, o_value;
+    std::unordered_set<std::string> output_keys;
+    for (const Batch* b : batches) {
+      if (b->fenced)
+        continue;
+      int64_t batch_epoch = b->ops.empty() ? 0 : b->ops.back().epoch;
+      for (const auto& e : b->events) {
+        e_op.emplace_back(e.op_id);
+        e_seq.push_back(num(e.seq));
+        e_at.push_back(num(e.at_ms));
+        e_kind.emplace_back(e.kind);
+        e_state.push_back(e.state.empty() ? std::nullopt : std::optional<std::string>(e.state));
+        e_item.push_back(e.item >= 0 ? num(e.item) : std::nullopt);
+        e_attempt.push_back(num(e.attempt));
+        e_key.push_back(e.key.empty() ? std::nullopt : std::optional<std::string>(e.key));
+        e_data.push_back(e.data.is_null() ? std::nullopt
+                                          : std::optional<std::string>(json::serialize(e.data)));
+        e_epoch.push_back(num(batch_epoch));
+      }
+      for (const auto& o : b->outputs) {
+        // One row per (operation, state) in one statement: a second write of the same
+        // state's outputs in the group replaces the first, as row by row.
+        if (!output_keys.insert(o.op_id + '\n' + o.state).second) {
+          for (size_t k = 0; k < o_op.size(); ++k) {
+            if (*o_op[k] == o.op_id && *o_state[k] == o.state)
+              o_value[k] = sealer_.sealed_output(o);
+          }
+          continue;
+        }
+        o_op.emplace_back(o.op_id);
+        o_state.emplace_back(o.state);
+        o_value.emplace_back(sealer_.sealed_output(o));
+      }
+    }
+    if (!e_op.empty())
+      w_.run(ins_events, {pg_array(e_op), pg_array(e_seq), pg_array(e_at), pg_array(e_kind),
+                          pg_array(e_state), pg_array(e_item), pg_array(e_attempt), pg_array(e_key),
+                          pg_array(e_data), pg_array(e_epoch), text_or_null(daemon_)});
+    if (!o_op.empty())
+      w_.run(ins_outputs, {pg_array(o_op), pg_array(o_state), pg_array(o_value)});
+    for (const Batch* b : batches) {
+      if (b->fenced)
+        continue;
       for (const auto& i : b->instances) {
         w_.run("UPDATE instances SET instantiation_state = $2, record = $3 WHERE id = $1",
                {i.instance_id, i.instantiation_state,

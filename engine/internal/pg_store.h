@@ -194,6 +194,8 @@ class PgStore : public Store {
   bool has_sealed_data();
   // pg_ops.cpp
   base::Result<OpRecord> get_op_on(PgConn& conn, std::string_view id);
+  // apply, one statement per row (a group that writes an operation twice, or one write).
+  base::Status apply_rows(const std::vector<const Batch*>& batches);
 
   std::string display_;  // the URL without its password
   std::string daemon_;   // the registered daemon's name (events.owner), under wmu_

@@ -287,3 +287,61 @@ TEST_CASE("leases: concurrent claims never hand one operation to two daemons") {
   CHECK(doubles == 0);
   CHECK(daemons_that_got_some.size() >= 2);  // the work is spread, not taken by one
 }
+
+TEST_CASE("a group commit writes each batch's text as given, and fences only its own batch") {
+  TempDir dir;
+  auto db = vnflow_test::new_test_db(dir.path);
+  auto s = db.open();
+  REQUIRE(s.ok());
+  auto& store = *s.value();
+  auto ids = queue_ops(store, 3);
+  // Text a SQL literal or an array literal could get wrong.
+  const std::vector<std::string> nasty = {"NULL",
+                                          "{\"a\",\"b\"}",
+                                          "back\\slash \"quote\" 'tick' ,comma {brace}",
+                                          "line\nbreak",
+                                          "\xc3\xa9t\xc3\xa9 \xe2\x9c\x93",
+                                          ""};
+  std::vector<engine::Batch> batches;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    engine::OpRecord op;
+    op.id = ids[i];
+    engine::Batch b = step(op, 1, 0);
+    b.ops[0].cursor = json::serialize(json::object{{"n", nasty[i]}, {"m", nasty[i + 3]}});
+    b.ops[0].set_error = true;
+    b.ops[0].error = json::serialize(json::object{{"message", nasty[i + 1]}});
+    b.events[0].key = nasty[i];
+    b.events[0].state = nasty[i + 2];
+    b.events[0].data = json::object{{"stdout", nasty[i + 3]}};
+    b.outputs.push_back({op.id, nasty[i + 1], json::serialize(json::value(nasty[i]))});
+    batches.push_back(std::move(b));
+  }
+  // The second operation was forced out of the running states (op fail --force): its
+  // batch is fenced, the other two are written.
+  REQUIRE(engine::fail_operation(store, ids[1], true).ok());
+  std::vector<const engine::Batch*> group;
+  for (const auto& b : batches)
+    group.push_back(&b);
+  REQUIRE(store.apply(group).ok());
+  CHECK_FALSE(batches[0].fenced);
+  CHECK(batches[1].fenced);
+  CHECK_FALSE(batches[2].fenced);
+  for (size_t i : {size_t{0}, size_t{2}}) {
+    auto op = store.get_op(ids[i]);
+    REQUIRE(op.ok());
+    CHECK(op.value().cursor.at("n").as_string() == nasty[i]);
+    CHECK(op.value().cursor.at("m").as_string() == nasty[i + 3]);
+    CHECK(op.value().error.at("message").as_string() == nasty[i + 1]);
+    auto h = store.history(ids[i]);
+    REQUIRE(h.ok());
+    REQUIRE(h.value().size() == 1);
+    CHECK(h.value()[0].key == nasty[i]);
+    CHECK(h.value()[0].state == nasty[i + 2]);
+    CHECK(h.value()[0].data.at("stdout").as_string() == nasty[i + 3]);
+    auto out = store.outputs(ids[i]);
+    REQUIRE(out.ok());
+    REQUIRE(out.value().contains(nasty[i + 1]));
+    CHECK(out.value().at(nasty[i + 1]).as_string() == nasty[i]);
+  }
+  CHECK(store.history(ids[1]).value().empty());
+}
