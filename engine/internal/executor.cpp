@@ -680,17 +680,24 @@ struct Engine::Impl {
   }
 
   void poll(bool all) {
-    if (!registered)
+    // A daemon whose lease was lost and could not register again tries at every poll.
+    if (!registered && (stopping || !register_daemon().ok()))
       return;
     auto ops = store.claim(lease, all, opt.claim_batch);
     if (!ops.ok())
       spdlog::warn("reading queued operations: {}", ops.status().message());
     if (ops.ok()) {
       for (const auto& op : ops.value()) {
-        if (!known.count(op.id) && !reload_wanted.count(op.id))
+        if (auto rb = running_by_op.find(op.id); rb != running_by_op.end() && rb->second > 0) {
+          // Claimed again while a call of its earlier load still runs here (the lease was
+          // lost meanwhile): loaded once that call is over, not beside it.
+          runs.erase(op.id);
+          reload_wanted.insert(op.id);
+        } else if (!known.count(op.id) && !reload_wanted.count(op.id)) {
           load(op);
-        else if (shared() && runs.count(op.id) && runs[op.id]->epoch != op.epoch)
+        } else if (shared() && runs.count(op.id) && runs[op.id]->epoch != op.epoch) {
           drop_and_reload(op.id);  // claimed again (this daemon's lease had run out)
+        }
       }
     }
     auto cancels = store.cancel_requests();
