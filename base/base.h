@@ -172,6 +172,7 @@ class Diagnostics {
   // one left out was. 0 (the default) keeps all. Bounds what hostile input can make a
   // checker spend on findings.
   void cap_per_kind(size_t n) { cap_ = n; }
+  bool capped() const { return cap_ > 0; }
 
  private:
   struct Kind {

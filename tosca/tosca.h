@@ -100,6 +100,12 @@ struct Limits {
   uint32_t max_import_depth = 32;
 };
 
+// Findings of one kind shown for a package; the rest are only counted ("… and N more"), so
+// a manifest of 100,000 absent files prints 51 lines, not 100,001, and keeps 51 in memory.
+// Every way in (load_package, load_signed_package, ...) caps the findings of its whole load;
+// onboarding caps the hook checks' findings the same way.
+constexpr uint32_t kMaxFindingsPerKind = 50;
+
 struct LoadOptions {
   Limits limits;
   // Named quirks (docs/diagnostics.md, "Quirks"): leniencies for real-world packages.

@@ -133,14 +133,18 @@ void check_package_files(const tosca::Package& pkg, const workflows::Machine& m,
 
 void check_package_workflows(const tosca::Package& pkg, base::Diagnostics& diags) {
   // Every operation must compile before the package is accepted: a packager learns of a
-  // broken hook now, not in the middle of a heal.
+  // broken hook now, not in the middle of a heal. Its findings are capped per kind, as the
+  // loader's are (a package of many flavours repeats one broken hook in each).
+  base::Diagnostics found;
+  found.cap_per_kind(tosca::kMaxFindingsPerKind);
   for (const auto& fl : pkg.flavours) {
     for (const auto& op : workflows::operations()) {
-      auto m = workflows::compile(pkg, {op.name, fl.id}, diags);
+      auto m = workflows::compile(pkg, {op.name, fl.id}, found);
       if (m)
-        check_package_files(pkg, *m, diags);
+        check_package_files(pkg, *m, found);
     }
   }
+  diags.merge(found);
 }
 
 namespace {

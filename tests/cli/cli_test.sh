@@ -17,6 +17,13 @@ check_exit "validate with good and bad exits 1" 1 "$vnflow" csar validate "$samp
 check_exit "validate without a path exits 2" 2 "$vnflow" csar validate
 check_exit "unknown option exits 2" 2 "$vnflow" csar validate --frobnicate "$sample"
 check_exit "unknown command exits 2" 2 "$vnflow" frobnicate
+# A step_deltas entry no VduScalingAspectDeltas policy defines: a warning (Tacker never
+# checks it), an error under --strict.
+delta=$root/tests/golden/bad/T0071-undefined-step-delta/pkg
+check_exit "an undefined step delta is a warning by default" 0 "$vnflow" csar validate "$delta"
+has "... naming it" $err '\[T0071\]'
+check_exit "... and an error under --strict" 1 "$vnflow" csar validate --strict "$delta"
+has "... naming it" $err '\[T0071\]'
 check_exit "validate --json exits 1 for a bad package" 1 "$vnflow" csar validate --json "$bad"
 check "... a document with valid false and the T0030 diagnostic" \
   $py -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["valid"] is False; assert any(x["code"]=="T0030" for x in d["packages"][0]["diagnostics"])' $out
@@ -143,6 +150,10 @@ check "... keeps the name exactly" $py -c 'import json,sys; d=json.load(open(sys
 hasnt "... with no raw control in the JSON text" $out -P '[\x1b\x7f]|\xc2\x9b'
 check_exit "csar validate of that folder" 0 "$vnflow" csar validate "$tmp/$evil"
 hasnt "... prints its path escaped" $out -P '\x1b'
+check_exit "csar validate --json of that folder" 0 "$vnflow" csar validate --json "$tmp/$evil"
+check "... is JSON that keeps the path exactly" \
+  $py -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["packages"][0]["path"].endswith(sys.argv[2]), d' $out "$evil"
+hasnt "... with no raw control in the JSON text" $out -P '[\x1b\x07\x7f]|\xc2\x9b'
 check_exit "an error naming a hostile id" 1 "$vnflow" op show $'\e[2Jgone'
 hasnt "... prints no ESC on the vnflow: line" $err -P '\x1b'
 has "... but \\x1b" $err -F 'vnflow: no operation "\x1b[2Jgone"'

@@ -1686,10 +1686,6 @@ void Loader::run() {
 
 namespace {
 
-// Findings of one kind shown for a package; the rest are only counted ("… and N more"), so
-// a manifest of 100,000 absent files prints 51 lines, not 100,001, and keeps 51 in memory.
-constexpr uint32_t kMaxFindingsPerKind = 50;
-
 std::shared_ptr<const Package> load_source(std::unique_ptr<internal::FileSource> src,
                                            const LoadOptions& options, base::Diagnostics& diags) {
   if (!src)
@@ -1702,10 +1698,16 @@ std::shared_ptr<const Package> load_source(std::unique_ptr<internal::FileSource>
   return pkg;
 }
 
-// Opens the source and loads it, with the findings of both capped together.
+// Opens the source and loads it, with the findings of both capped together (into `diags`
+// itself when the caller caps it already: the signature checks' and the loader's findings
+// share one cap then).
 template <typename Open>
 std::shared_ptr<const Package> open_and_load(Open open, const LoadOptions& options,
                                              base::Diagnostics& diags) {
+  if (diags.capped()) {
+    std::unique_ptr<internal::FileSource> src = open(diags);
+    return load_source(std::move(src), options, diags);
+  }
   base::Diagnostics found;
   found.cap_per_kind(kMaxFindingsPerKind);
   std::unique_ptr<internal::FileSource> src = open(found);

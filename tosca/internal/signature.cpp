@@ -571,20 +571,29 @@ std::shared_ptr<const Package> load_signed_package(const std::string& path,
                                                    const LoadOptions& options,
                                                    const SignatureOptions& signatures,
                                                    base::Diagnostics& diags) {
+  // Opening, signature and loader findings under one cap per kind (a zip of 9,000 entries
+  // that leave the package is 51 lines, not 9,001).
+  base::Diagnostics found;
+  found.cap_per_kind(kMaxFindingsPerKind);
   std::error_code ec;
   auto src = std::filesystem::is_directory(path, ec)
-                 ? internal::open_directory(path, options.limits, diags)
-                 : internal::open_zip_file(path, options.limits, diags);
-  return internal::load_checked(std::move(src), options, signatures, nullptr, diags);
+                 ? internal::open_directory(path, options.limits, found)
+                 : internal::open_zip_file(path, options.limits, found);
+  auto pkg = internal::load_checked(std::move(src), options, signatures, nullptr, found);
+  diags.merge(found);
+  return pkg;
 }
 
 std::shared_ptr<const Package> load_signed_package_from_zip_bytes(
     std::string display_name, std::string& bytes, const LoadOptions& options,
     const SignatureOptions& signatures, base::Diagnostics& diags) {
   std::string stored = bytes;
+  base::Diagnostics found;
+  found.cap_per_kind(kMaxFindingsPerKind);
   auto pkg = internal::load_checked(
-      internal::open_zip_bytes(std::move(display_name), std::move(stored), options.limits, diags),
-      options, signatures, &bytes, diags);
+      internal::open_zip_bytes(std::move(display_name), std::move(stored), options.limits, found),
+      options, signatures, &bytes, found);
+  diags.merge(found);
   return pkg;
 }
 

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zip.h>
 
@@ -102,6 +104,38 @@ TEST_CASE("zip entries with .. or absolute paths are refused", "[tosca][hostile]
     CHECK(has(d, "C0003"));
     CHECK(listing(t.path) == before);  // nothing extracted, nothing written
   }
+}
+
+TEST_CASE("findings of the opening are capped on the way csar validate and onboarding load",
+          "[tosca][hostile][budget]") {
+  // 2,000 entries that leave the package: one C0003 each, capped like the loader's own
+  // findings (load_signed_package opened the source with the caller's uncapped findings).
+  TempDir t;
+  std::vector<Entry> entries = {{"TOSCA-Metadata/TOSCA.meta", kMeta},
+                                {"Definitions/top.yaml", kTop}};
+  for (int i = 0; i < 2000; ++i)
+    entries.push_back({"../evil" + std::to_string(i), "x"});
+  auto zip = make_zip(t.path / "p.csar", entries);
+  base::Diagnostics d;
+  (void)tosca::load_signed_package(zip, tosca::LoadOptions{}, tosca::SignatureOptions{}, d);
+  size_t n = 0;
+  for (const auto& x : d.items())
+    n += x.code == "C0003" ? 1 : 0;
+  CHECK(n == 51);
+  bool summary = false;
+  for (const auto& x : d.items())
+    summary = summary || x.message == "\u2026 and 1950 more like this (the first 50 are shown)";
+  CHECK(summary);
+  // The bytes in memory, through the API's way in, the same.
+  std::ifstream in(zip, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  base::Diagnostics m;
+  (void)tosca::load_signed_package_from_zip_bytes("p.csar", bytes, tosca::LoadOptions{},
+                                                  tosca::SignatureOptions{}, m);
+  n = 0;
+  for (const auto& x : m.items())
+    n += x.code == "C0003" ? 1 : 0;
+  CHECK(n == 51);
 }
 
 TEST_CASE("a symbolic link leaving the package is refused", "[tosca][hostile]") {
@@ -266,6 +300,7 @@ struct Folder {
 struct Timed {
   base::Diagnostics diags;
   double seconds = 0;
+  long peak_kib = 0;
   // What `csar validate` prints: one line per diagnostic and note.
   std::string text() const {
     std::string out;
@@ -285,15 +320,56 @@ struct Timed {
   }
 };
 
+// The peak resident memory, in KiB, of loading `path` as `csar validate` does (signatures
+// checked), in a child process of its own: this process's other tests do not count.
+long child_peak_kib(const std::string& path, const tosca::LoadOptions& opts) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    base::Diagnostics d;
+    (void)tosca::load_signed_package(path, opts, tosca::SignatureOptions{}, d);
+    ::_exit(0);
+  }
+  int status = 0;
+  struct rusage ru {};
+  if (pid < 0 || ::wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0)
+    return -1;
+  return ru.ru_maxrss;
+}
+
 Timed timed_load(const std::string& path, tosca::LoadOptions opts = {}) {
   Timed r;
   auto t0 = std::chrono::steady_clock::now();
-  (void)tosca::load_package(path, opts, r.diags);
+  (void)tosca::load_signed_package(path, opts, tosca::SignatureOptions{}, r.diags);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.peak_kib = child_peak_kib(path, opts);
   return r;
 }
 
+// The issue's floor is 2 s and 256 MiB on this machine for any package within the limits;
+// the time is only guarded (a loaded CI machine is no stopwatch), the memory is checked,
+// except under the sanitizers, whose shadow memory is not the loader's.
 constexpr double kGuardSeconds = 20;
+constexpr long kPeakKib = 256 * 1024;
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+void check_floor(const Timed& r) {
+  CHECK(r.seconds < kGuardSeconds);
+  INFO("peak resident memory of the load: " << r.peak_kib << " KiB");
+  CHECK(r.peak_kib > 0);
+  if (!kSanitized)
+    CHECK(r.peak_kib < kPeakKib);
+}
 
 const char* kManifestMeta =
     "TOSCA-Meta-File-Version: 1.0\nCSAR-Version: 1.1\nCreated-By: t\n"
@@ -328,12 +404,12 @@ TEST_CASE("20k values against 20k valid_values cost a look-up each, not a scan",
   f.put("vnfd.yaml", valid_values_template(20000, 0));
   Timed ok = timed_load(f.root().string());
   INFO(ok.text().substr(0, 2000));
-  CHECK(ok.seconds < kGuardSeconds);
+  check_floor(ok);
   CHECK(ok.count("T0043") == 0);
 
   f.put("vnfd.yaml", valid_values_template(20000, 20000));
   Timed bad = timed_load(f.root().string());
-  CHECK(bad.seconds < kGuardSeconds);
+  check_floor(bad);
   // 20,000 violations: 50 shown, then one line that counts the rest; none quotes the
   // whole list of 20,000 values.
   CHECK(bad.count("T0043") == 51);
@@ -360,7 +436,7 @@ TEST_CASE("a manifest listing one 1 MiB file 100,000 times is an error, hashed o
   f.put("top.mf", mf);
   Timed r = timed_load(f.root().string());
   INFO(r.text().substr(0, 2000));
-  CHECK(r.seconds < kGuardSeconds);
+  check_floor(r);
   CHECK(r.count("C0016") == 0);
   REQUIRE(r.count("C0014") == 51);
   // Located at the repeated entry, with the first listing named.
@@ -390,7 +466,7 @@ TEST_CASE("the YAML node budget holds for the package, not for each file",
   f.put("Definitions/top.yaml", std::string(kTop) + "imports:\n" + imports);
   Timed r = timed_load(f.root().string());
   INFO(r.text().substr(0, 3000));
-  CHECK(r.seconds < kGuardSeconds);
+  check_floor(r);
   REQUIRE(r.count("T0004") > 0);
   CHECK(r.text().find("the package's YAML files expand to more than 2000000 nodes in all") !=
         std::string::npos);
@@ -413,6 +489,7 @@ TEST_CASE("the YAML byte budget holds for the package, not for each file",
   tosca::LoadOptions o;
   o.limits.max_text_bytes = 1u << 20;  // each file is under it, the five are not
   Timed r = timed_load(f.root().string(), o);
+  check_floor(r);
   INFO(r.text());
   CHECK(r.count("C0008") == 2);
   CHECK(r.text().find("the package's YAML files hold more than 1048576 bytes in all") !=
@@ -433,7 +510,7 @@ TEST_CASE("100,000 absent manifest files print a bounded number of lines",
           "\n\n";
   f.put("top.mf", mf);
   Timed r = timed_load(f.root().string());
-  CHECK(r.seconds < kGuardSeconds);
+  check_floor(r);
   CHECK(r.count("C0015") == 51);
   CHECK(r.text().find("\u2026 and 99950 more like this (the first 50 are shown) [C0015]") !=
         std::string::npos);
