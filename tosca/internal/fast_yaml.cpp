@@ -886,6 +886,22 @@ struct FastYaml::Events {
 FastYaml::FastYaml() = default;
 FastYaml::~FastYaml() = default;
 
+namespace {
+
+bool has_non_printable(std::string_view text) {
+  bool bad = false;
+  unsigned char prev = 0;
+  for (char ch : text) {
+    auto c = static_cast<unsigned char>(ch);
+    bad |= (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f ||
+           (prev == 0xC2 && c >= 0x80 && c <= 0x9F);
+    prev = c;
+  }
+  return bad;
+}
+
+}  // namespace
+
 bool FastYaml::read(std::string_view text) {
   events_.reset();
   meaning_.clear();
@@ -895,6 +911,14 @@ bool FastYaml::read(std::string_view text) {
   // guess and steps aside (a fuzzer found the two disagreeing on "\uFEFF\uFEFF").
   if (text.find("\xEF\xBB\xBF") != std::string_view::npos) {
     why_ = "a byte order mark";
+    return false;
+  }
+  // A character YAML does not call printable (C0 controls but tab, line feed and carriage
+  // return; DEL; the C1 controls, U+0080..U+009F in UTF-8) anywhere: block scalars, comments
+  // and plain scalars alike. yaml-cpp refuses some where the fast reader would keep them (a
+  // fuzzer found 0x04 inside a literal block scalar), so it decides them all.
+  if (has_non_printable(text)) {
+    why_ = "a character YAML does not call printable";
     return false;
   }
   auto events = std::make_unique<Events>();

@@ -166,6 +166,27 @@ TEST_CASE("the fuzzer's double byte order mark is a loader seed", "[tosca][yaml]
   same_tree(text, "tosca-double-bom.yaml");
 }
 
+TEST_CASE("characters YAML does not call printable are yaml-cpp's to judge",
+          "[tosca][yaml][fast]") {
+  // The fuzzer's finding: 0x04 inside a literal block scalar was text to the fast reader and
+  // an error to yaml-cpp. C0 controls (but tab, LF, CR), DEL and the C1 controls anywhere:
+  // the fast reader steps aside, and both agree.
+  for (const std::string& text :
+       {std::string("a: |\n  x\x04y\n"), std::string("a: >\n  x\x01\n"),
+        std::string("a: b # c\x04\n"), std::string("a: b\x7f\n"), std::string("# \x1b[2J\na: 1\n"),
+        std::string("a: \"x\xc2\x85\"\n"), std::string("a: x\xc2\x9by\n"),
+        std::string("- |\n  \0\n", 8)}) {
+    INFO(text);
+    CHECK_FALSE(same_tree(text, "control.yaml"));
+  }
+  const char* src = std::getenv("VNFLOW_SOURCE_ROOT");
+  REQUIRE(src != nullptr);
+  std::string seed = tosca_test::read_file(fs::path(src) / "tests" / "fuzz" / "tosca_load-corpus" /
+                                           "tosca-control-char-in-block-scalar.yaml");
+  REQUIRE(seed.find('\x04') != std::string::npos);
+  CHECK_FALSE(same_tree(seed, "tosca-control-char-in-block-scalar.yaml"));
+}
+
 TEST_CASE("the widened forms are read fast and agree with yaml-cpp", "[tosca][yaml][fast]") {
   // Each is inside the subset: the fast reader must take it, and build yaml-cpp's tree.
   const char* fast_cases[] = {
