@@ -179,6 +179,24 @@ TEST_CASE("characters YAML does not call printable are yaml-cpp's to judge",
     INFO(text);
     CHECK_FALSE(same_tree(text, "control.yaml"));
   }
+  // At every offset of the eight-byte words the reader checks at once: each such character
+  // makes it step aside; tab, LF and CR (a comment's, a CRLF) and UTF-8 text do not.
+  Null null;
+  const std::string head = "key: value\n# ";
+  for (const std::string& bad :
+       {std::string("\x01"), std::string("\x1f"), std::string("\x7f"), std::string("\xc2\x80"),
+        std::string("\xc2\x9f"), std::string(1, '\0')}) {
+    for (size_t at = 0; at < 17; ++at) {
+      std::string text = head + std::string(at, 'c') + bad + "cccccccc\nz: 1\n";
+      INFO(at << " " << static_cast<int>(static_cast<unsigned char>(bad[0])));
+      CHECK_FALSE(tosca::internal::fast_parse_yaml(text, null));
+    }
+  }
+  for (size_t at = 0; at < 17; ++at) {
+    std::string text = head + std::string(at, 'c') + "\t\xc3\xa9\xe2\x9c\x93 c\r\nz: 1\n";
+    INFO(at);
+    CHECK(tosca::internal::fast_parse_yaml(text, null));
+  }
   const char* src = std::getenv("VNFLOW_SOURCE_ROOT");
   REQUIRE(src != nullptr);
   std::string seed = tosca_test::read_file(fs::path(src) / "tests" / "fuzz" / "tosca_load-corpus" /
