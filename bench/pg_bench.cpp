@@ -390,14 +390,14 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
       double wall = secs_since(t0);
-      uint64_t transitions = 0;
+      uint64_t committed = 0;
       for (auto& e : engines) {
-        transitions += e->stats().batches;
+        committed += e->stats().batches;
         e->stop(true);
       }
       for (auto& t : runners)
         t.join();
-      double tps = static_cast<double>(transitions) / wall;
+      double tps = static_cast<double>(committed) / wall;
       std::printf(
           "executor_%ld_daemons: %.0f transitions/s (%ld ops x %ld states, %.2f s, %.2f x "
           "raw batched)%s\n",
