@@ -241,18 +241,26 @@ int main(int argc, char** argv) {
     // (c)'s operations are done with (they are not runnable machines).
     exec(c, "UPDATE ops SET state = 'COMPLETED' WHERE id LIKE 'op-%'");
 
-    // (d) claims. The queue is written in two statements (create_op one by one would take
-    // longer than the claims); the rows are what create_op writes, requests unsealed.
-    exec(c,
-         "INSERT INTO instances(id, package_id, name, instantiation_state, record, created_ms)"
-         " SELECT 'ci-' || g, 'pkg', NULL, 'NOT_INSTANTIATED', '{}', g"
-         " FROM generate_series(1, " +
-             std::to_string(claims) + ") g");
-    exec(c,
-         "INSERT INTO ops(id, instance_id, operation, state, machine, package_digest,"
-         " request, created_ms, updated_ms) SELECT 'co-' || g, 'ci-' || g, 'instantiate',"
-         " 'STARTING', 'm', 'd', '{}', g, g FROM generate_series(1, " +
-             std::to_string(claims) + ") g");
+    // The queues of (d), (e) and (f): `count` instances <prefix>i<k>, each with an operation
+    // <prefix>o<k> in `state` on `machine`, written in two statements (create_op one by one
+    // would take longer than what is measured); the rows are what create_op writes, requests
+    // unsealed. The prefix is the operations' id prefix for the UPDATEs that retire them.
+    auto queue = [&](const std::string& prefix, long count, const char* state,
+                     const std::string& machine) {
+      std::string series = " FROM generate_series(1, " + std::to_string(count) + ") g";
+      exec(c,
+           "INSERT INTO instances(id, package_id, name, instantiation_state, record, created_ms)"
+           " SELECT '" +
+               prefix + "i' || g, 'pkg', NULL, 'NOT_INSTANTIATED', '{}', g" + series);
+      exec(c,
+           "INSERT INTO ops(id, instance_id, operation, state, machine, package_digest, request,"
+           " created_ms, updated_ms) SELECT '" +
+               prefix + "o' || g, '" + prefix + "i' || g, 'instantiate', '" + state + "', '" +
+               machine + "', 'd', '{}', g, g" + series);
+    };
+
+    // (d) claims.
+    queue("c-", claims, "STARTING", "m");
     std::vector<std::unique_ptr<engine::Store>> stores;
     std::vector<engine::Store::Lease> leases;
     for (long d = 0; d < daemons; ++d) {
@@ -295,15 +303,8 @@ int main(int argc, char** argv) {
     std::printf("claims_double: %ld operations (claim failures: %ld)\n", doubles, failures.load());
 
     // (e) takeover
-    exec(c, "UPDATE ops SET state = 'COMPLETED' WHERE id LIKE 'co-%'");
-    exec(c,
-         "INSERT INTO instances(id, package_id, name, instantiation_state, record, created_ms)"
-         " SELECT 'ti-' || g, 'pkg', NULL, 'NOT_INSTANTIATED', '{}', g"
-         " FROM generate_series(1, 100) g");
-    exec(c,
-         "INSERT INTO ops(id, instance_id, operation, state, machine, package_digest,"
-         " request, created_ms, updated_ms) SELECT 'to-' || g, 'ti-' || g, 'instantiate',"
-         " 'PROCESSING', 'm', 'd', '{}', g, g FROM generate_series(1, 100) g");
+    exec(c, "UPDATE ops SET state = 'COMPLETED' WHERE id LIKE 'c-o%'");
+    queue("t-", 100, "PROCESSING", "m");
     const int64_t ttl = 1000;
     auto dead = must(stores[0]->register_daemon("bench-dying", ttl), "register");
     auto held = must(stores[0]->claim(dead, false, 1000), "claim");
@@ -331,31 +332,14 @@ int main(int argc, char** argv) {
     stores.clear();
 
     // (f) the executor on D daemons
-    exec(c, "UPDATE ops SET state = 'COMPLETED' WHERE id LIKE 'to-%'");
+    exec(c, "UPDATE ops SET state = 'COMPLETED' WHERE id LIKE 't-o%'");
     bench::Compiled chain =
         bench::compile_machine("chain.yaml", bench::chain_yaml(static_cast<int>(op_states)));
     must(store->put_machine(chain.m->digest, boost::json::serialize(chain.m->to_json())),
          "machine");
     for (long n_daemons : {1L, 2L, 4L}) {
       std::string tag = "x" + std::to_string(n_daemons) + "-";
-      exec(c,
-           "INSERT INTO instances(id, package_id, name, instantiation_state, record,"
-           " created_ms) SELECT '" +
-               tag +
-               "i' || g, 'pkg', NULL, 'NOT_INSTANTIATED', '{}', g"
-               " FROM generate_series(1, " +
-               std::to_string(ops) + ") g");
-      for (long i = 0; i < ops; ++i) {
-        engine::OpRecord op;
-        op.id = tag + "o" + std::to_string(i);
-        op.instance_id = tag + "i" + std::to_string(i + 1);
-        op.operation = "instantiate";
-        op.machine_digest = chain.m->digest;
-        op.package_digest = chain.m->package_digest;
-        op.request = boost::json::object{{"flavourId", "simple"}};
-        op.created_ms = engine::now_ms();
-        must(store->create_op(op), "op");
-      }
+      queue(tag, ops, "STARTING", chain.m->digest);
       std::atomic<uint64_t> calls{0};
       std::vector<std::unique_ptr<engine::Store>> ds;
       std::vector<std::unique_ptr<engine::Engine>> engines;
