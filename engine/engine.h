@@ -265,6 +265,17 @@ class Store {
   // any process), or after `at_most`, whichever comes first: what a reader waiting for an
   // operation's next transition sleeps on. The default sleeps `at_most`.
   virtual void wait_for_change(std::chrono::milliseconds at_most);
+  // Returns when work may have been queued for a daemon since the last call, by any process
+  // (a request, an operator's command, operations another daemon let go: kQueued), or after
+  // `at_most` (kQuiet): what a daemon's wake thread sleeps on, so a request starts at once
+  // instead of at the next poll. kUnsupported (the default, at once): this store has no such
+  // signal (SQLite's daemon has its wake socket beside the file). The first call may return
+  // kQueued at once (the signal was just armed; anything before it was not seen).
+  enum class WorkSignal { kUnsupported, kQuiet, kQueued };
+  virtual WorkSignal wait_for_work(std::chrono::milliseconds at_most) {
+    (void)at_most;
+    return WorkSignal::kUnsupported;
+  }
   // Re-seals every sealed value with a new key and replaces the key file (docs/security.md).
   // Crash-safe: the new key is written beside the old one first, and an interrupted rotation
   // is finished (or forgotten) the next time the database is opened.
@@ -587,8 +598,9 @@ class Daemon {
 
 // Tells the daemon running on the database at `db` (if any) that work was queued: a
 // datagram to its wake socket (`<db>.wake`, beside the file, 0600), so the operation starts
-// at once instead of at the daemon's next poll. Best effort and silent: without a daemon
-// (or on PostgreSQL) the poll reads the request.
+// at once instead of at the daemon's next poll. Best effort and silent: without a daemon the
+// poll reads the request. On PostgreSQL it does nothing: the store's commit that queued the
+// work notifies every daemon (Store::wait_for_work).
 void wake_daemon(const std::string& db);
 
 // Re-seals every secret of the database at `path` with a new key (Store::rotate_key),

@@ -261,10 +261,16 @@ struct Daemon::Impl {
   Fd lock;
   std::unique_ptr<Store> store;
   std::unique_ptr<Engine> engine;
+  // A store that signals queued work itself (PostgreSQL's LISTEN/NOTIFY: a request committed
+  // by any process, on any host): this thread sleeps on it and wakes the engine. Stopped
+  // (within one wait) before the store and the engine go.
+  std::thread work_thread;
+  std::atomic<bool> work_stop{false};
 
   explicit Impl(DaemonOptions o) : opt(std::move(o)) {}
 
   ~Impl() {
+    stop_work_thread();
     sig_io.stop();
     if (sig_thread.joinable())
       sig_thread.join();
@@ -272,6 +278,26 @@ struct Daemon::Impl {
     wake_sock.close(ec);
     if (!wake_bound.empty())
       ::unlink(wake_bound.c_str());
+  }
+
+  void start_work_thread() {
+    if (store->wait_for_work(std::chrono::milliseconds(0)) == Store::WorkSignal::kUnsupported)
+      return;
+    work_thread = std::thread([this] {
+      while (!work_stop.load()) {
+        // A bounded wait, so a stop is seen within it.
+        if (store->wait_for_work(std::chrono::milliseconds(200)) == Store::WorkSignal::kQueued) {
+          if (Engine* e = running.load())
+            e->wake();
+        }
+      }
+    });
+  }
+
+  void stop_work_thread() {
+    work_stop = true;
+    if (work_thread.joinable())
+      work_thread.join();
   }
 
   // On the signal thread. Best effort: without the socket, requests wait for the poll.
@@ -388,8 +414,12 @@ struct Daemon::Impl {
         return st.status();
       store = std::move(st).value();
       // Each daemon's own work root (its hooks' lock is per root): work/<name>.
-      return start_engine(std::filesystem::path(postgres_key_path()).parent_path() / "work" /
-                          opt.name);
+      if (base::Status s = start_engine(std::filesystem::path(postgres_key_path()).parent_path() /
+                                        "work" / opt.name);
+          !s.ok())
+        return s;
+      start_work_thread();  // no wake socket: the store's notifications wake the engine
+      return base::Status::Ok();
     }
     // An existing database is locked before SQLite opens it (a second daemon must not touch
     // it, even through another name with a WAL of its own); a new one once SQLite made it.
@@ -430,6 +460,7 @@ Daemon::Daemon(DaemonOptions options) : impl_(std::make_unique<Impl>(std::move(o
 
 Daemon::~Daemon() {
   if (impl_) {
+    impl_->stop_work_thread();
     impl_->running = nullptr;
     impl_->sig_io.stop();
     if (impl_->sig_thread.joinable())

@@ -79,6 +79,26 @@ std::string pg_array(const std::vector<std::optional<std::string>>& v) {
   return out;
 }
 
+// Inside a transaction of `c`: the listeners of `channel_sql` (kQueueChannel,
+// kChangeChannel) wake when it commits, and never if it rolls back.
+void notify(PgConn& c, const char* channel_sql) {
+  c.run(std::string("SELECT pg_notify(") + channel_sql + ", '')");
+}
+
+// Whether a written batch of the group changes its operation's state (what `op wait`
+// waits for): only then does the commit notify, so most group commits add nothing.
+bool changes_state(const std::vector<const Batch*>& batches) {
+  for (const Batch* b : batches) {
+    if (b->fenced)
+      continue;
+    for (const auto& o : b->ops) {
+      if (o.state)
+        return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 base::Status PgStore::apply_rows(const std::vector<const Batch*>& batches) {
@@ -157,6 +177,8 @@ base::Status PgStore::apply_rows(const std::vector<const Batch*>& batches) {
                 sealer_.sealed_text(i.record, "instance/" + i.instance_id)});
       }
     }
+    if (changes_state(batches))
+      notify(w_, kChangeChannel);
     return base::Status::Ok();
   });
 }
@@ -288,6 +310,8 @@ base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
                 sealer_.sealed_text(i.record, "instance/" + i.instance_id)});
       }
     }
+    if (changes_state(batches))
+      notify(w_, kChangeChannel);
     return base::Status::Ok();
   });
 }
@@ -315,6 +339,8 @@ base::Status PgStore::create_op(const OpRecord& rec) {
          rec.cursor.is_null() ? PgArg(std::nullopt)
                               : PgArg(sealer_.sealed_text(rec.cursor, "op/" + rec.id + "/cursor")),
          rec.created_ms});
+    notify(w_, kQueueChannel);
+    notify(w_, kChangeChannel);
     return base::Status::Ok();
   });
 }
@@ -372,6 +398,8 @@ base::Result<OpRecord> PgStore::transition(std::string_view id, const std::vecto
         " error = CASE WHEN $4::boolean THEN $5 ELSE error END WHERE id = $1",
         {id, std::string(to_string(to)), now_ms(), error ? "t" : "f",
          error && !error->empty() ? PgArg(*error) : PgArg(std::nullopt)});
+    notify(w_, kQueueChannel);  // a retry or rollback: work for a daemon
+    notify(w_, kChangeChannel);
     return base::Status::Ok();
   });
   if (!s.ok())
@@ -383,12 +411,14 @@ base::Result<OpRecord> PgStore::transition(std::string_view id, const std::vecto
 base::Status PgStore::request_cancel(std::string_view id) {
   std::lock_guard<std::mutex> lock(wmu_);
   bool done = false;
-  base::Status s = guard(w_, [&] {
+  base::Status s = transaction(w_, [&] {
     auto u = w_.run(
         "UPDATE ops SET cancel_requested = 1 WHERE id = $1 AND state IN ('STARTING',"
         " 'PROCESSING')",
         {id});
     done = u.affected() == 1;
+    if (done)
+      notify(w_, kQueueChannel);  // the daemon reads cancel requests when woken
     return base::Status::Ok();
   });
   if (!s.ok() || done)
@@ -546,7 +576,10 @@ base::Result<Store::Lease> PgStore::register_daemon(const std::string& name, int
                " pid = EXCLUDED.pid, started_ms = EXCLUDED.started_ms",
            {name, lease.incarnation, ttl_ms, host_name(), static_cast<int64_t>(::getpid())});
     // What an earlier start of this name held goes back to the pool.
-    w_.run(std::string("UPDATE ops SET owner = NULL WHERE owner = $1 AND ") + kRunningIn, {name});
+    if (w_.run(std::string("UPDATE ops SET owner = NULL WHERE owner = $1 AND ") + kRunningIn,
+               {name})
+            .affected() > 0)
+      notify(w_, kQueueChannel);
     return base::Status::Ok();
   });
   if (!s.ok())
@@ -579,9 +612,12 @@ void PgStore::release(const Lease& lease) {
   base::Status s = transaction(w_, [&] {
     auto d = w_.run("DELETE FROM daemons WHERE name = $1 AND incarnation = $2",
                     {lease.name, lease.incarnation});
-    if (d.affected() == 1)
-      w_.run(std::string("UPDATE ops SET owner = NULL WHERE owner = $1 AND ") + kRunningIn,
-             {lease.name});
+    // A drained daemon's operations go back to the pool, and the other daemons hear it.
+    if (d.affected() == 1 &&
+        w_.run(std::string("UPDATE ops SET owner = NULL WHERE owner = $1 AND ") + kRunningIn,
+               {lease.name})
+                .affected() > 0)
+      notify(w_, kQueueChannel);
     return base::Status::Ok();
   });
   (void)s;  // best effort: otherwise the lease runs out

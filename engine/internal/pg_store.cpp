@@ -226,6 +226,23 @@ void PgConn::exec(const char* sql) {
   PQclear(r);
 }
 
+int PgConn::take_notifies() {
+  if (c_ == nullptr)
+    throw PgError("not connected to " + display_, "", true);
+  if (PQconsumeInput(c_) == 0) {
+    PQfinish(c_);
+    c_ = nullptr;
+    prepared_.clear();
+    throw PgError("lost the connection to " + display_, "", true);
+  }
+  int n = 0;
+  while (PGnotify* note = PQnotifies(c_)) {
+    PQfreemem(note);
+    ++n;
+  }
+  return n;
+}
+
 void PgConn::rollback_quietly() {
   if (c_ == nullptr || PQstatus(c_) != CONNECTION_OK || PQtransactionStatus(c_) == PQTRANS_IDLE)
     return;
@@ -236,7 +253,11 @@ void PgConn::rollback_quietly() {
 // PgStore: opening and the schema
 
 PgStore::PgStore(const std::string& url, const std::string& key_path, DbLock lock)
-    : display_(display_db(url)), sealer_(key_path), w_(url, display_), r_(url, display_) {
+    : display_(display_db(url)),
+      sealer_(key_path),
+      w_(url, display_),
+      r_(url, display_),
+      url_(url) {
   if (lock != DbLock::kNone) {
     // The lock lives in the write connection's session: every commit goes through that
     // connection, so none happens without it (a reconnect takes it again, or fails).

@@ -9,6 +9,7 @@
 //   pg_ops.cpp      the executor's commits, operations, outputs and events, leases
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -96,12 +97,43 @@ class PgConn {
   // Called after each (re)connection, e.g. to take the daemon lock again.
   std::function<void(PgConn&)> on_connect;
 
+  // For a listening connection (PgListener): connected now; its socket; the notifications
+  // that arrived (read from the socket without waiting), dropped and counted. A connection
+  // lost meanwhile throws (connection_lost) and is connected again by the next ensure().
+  bool connected() const { return c_ != nullptr && PQstatus(c_) == CONNECTION_OK; }
+  int socket() const { return c_ != nullptr ? PQsocket(c_) : -1; }
+  int take_notifies();
+
  private:
   [[noreturn]] void fail(PGresult* r, const std::string& what);
 
   std::string conninfo_, display_;
   PGconn* c_ = nullptr;
   std::unordered_map<std::string, std::string> prepared_;  // SQL text -> statement name
+};
+
+// The channels a commit notifies (pg_notify, delivered when it commits) and listeners
+// LISTEN on: one pair per schema, so databases in schemas of one PostgreSQL database do not
+// wake each other. kQueueChannel: work for the daemons (an operation created, resumed by an
+// operator, cancelled, let go by a daemon). kChangeChannel: an operation's state changed
+// (what `op wait` waits for). The SQL computes the name from current_schema(); the listener
+// reads it back once per connection.
+inline constexpr const char* kQueueChannel = "'vnflow_q_' || to_hex(hashtext(current_schema()))";
+inline constexpr const char* kChangeChannel = "'vnflow_c_' || to_hex(hashtext(current_schema()))";
+
+// A connection that LISTENs on one of those channels (pg_listen.cpp); thread-safe.
+class PgListener {
+ public:
+  // `channel_sql`: kQueueChannel or kChangeChannel.
+  PgListener(const std::string& url, const std::string& display, const char* channel_sql);
+  // true when a notification arrived before `at_most` passed, or when something may have
+  // been missed: a new connection (the first call), a lost one, a server that cannot be
+  // reached (after sleeping `at_most`, so a caller that reads again does not spin).
+  bool wait(std::chrono::milliseconds at_most);
+
+ private:
+  std::mutex mu_;
+  PgConn conn_;
 };
 
 class PgStore : public Store {
@@ -147,6 +179,9 @@ class PgStore : public Store {
   base::Status renew(const Lease& lease) override;
   void release(const Lease& lease) override;
   base::Result<std::vector<OpRecord>> claim(const Lease& lease, bool first, size_t limit) override;
+  // pg_listen.cpp: LISTEN/NOTIFY instead of polling.
+  void wait_for_change(std::chrono::milliseconds at_most) override;
+  WorkSignal wait_for_work(std::chrono::milliseconds at_most) override;
 
  private:
   // Runs `f` on `conn` (connected first), turning libpq's failures into a Status: a lost
@@ -202,6 +237,10 @@ class PgStore : public Store {
   Sealer sealer_;
   std::mutex wmu_, rmu_;
   PgConn w_, r_;
+  std::string url_;
+  // Made at their first wait (a CLI command that never waits opens no third connection).
+  std::mutex lmu_;
+  std::unique_ptr<PgListener> change_listener_, work_listener_;
 };
 
 }  // namespace engine::internal

@@ -398,14 +398,7 @@ TEST_CASE("op list pages: at most the limit, newest first, and whether there wer
   REQUIRE(db.store->put_machine("m1", "{}").ok());
   std::vector<std::string> ids;
   for (int i = 0; i < 3; ++i) {
-    engine::OpRecord op;
-    op.id = engine::new_id();
-    op.instance_id = inst.value().id;
-    op.operation = "modify_info";
-    op.machine_digest = "m1";
-    op.package_digest = "d1";
-    op.request = json::object();
-    op.created_ms = 1000 + i;
+    engine::OpRecord op = vnflow_test::test_op(inst.value().id, 1000 + i);
     base::Status created = db.store->create_op(op);
     INFO(created.message());
     REQUIRE(created.ok());

@@ -501,25 +501,24 @@ TEST_CASE("secret fields of requests, records and outputs are sealed at rest, pl
 }
 
 TEST_CASE("a reader waiting for a change wakes at the next commit, not at its timeout") {
-  if (vnflow_test::on_postgres()) {
-    WARN("skipped on PostgreSQL: it waits the timeout (a log watch is SQLite's)");
-    return;
-  }
+  // SQLite: a watch on the write-ahead log; PostgreSQL: LISTEN on the schema's channel, which
+  // a commit that changes an operation's state notifies.
   TempDir dir;
   auto db = vnflow_test::new_test_db(dir.path);
   auto reader = db.open();
   auto writer = db.open();  // another connection, as another process would have
   REQUIRE(reader.ok());
   REQUIRE(writer.ok());
+  vnflow_test::queue_ops(*writer.value(), 1);                     // the tables, a package
   reader.value()->wait_for_change(std::chrono::milliseconds(0));  // arms the watch
   // Nothing committed: the whole timeout passes.
   auto t0 = std::chrono::steady_clock::now();
   reader.value()->wait_for_change(std::chrono::milliseconds(300));
   CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(250));
-  // A commit 200 ms in: the reader is back well before its 10 s timeout.
+  // A new operation committed 200 ms in: the reader is back well before its 10 s timeout.
   std::thread w([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    CHECK(writer.value()->put_machine("m1", "{}").ok());
+    vnflow_test::queue_ops(*writer.value(), 1, 1);
   });
   t0 = std::chrono::steady_clock::now();
   reader.value()->wait_for_change(std::chrono::milliseconds(10000));
@@ -527,4 +526,46 @@ TEST_CASE("a reader waiting for a change wakes at the next commit, not at its ti
   w.join();
   CHECK(waited >= std::chrono::milliseconds(150));
   CHECK(waited < std::chrono::seconds(5));
+}
+
+TEST_CASE("a daemon's store tells it of queued work at the commit (PostgreSQL's NOTIFY)") {
+  TempDir dir;
+  auto db = vnflow_test::new_test_db(dir.path);
+  auto daemon = db.open();
+  auto cli = db.open();  // the process that queues: a CLI, another daemon's API
+  REQUIRE(daemon.ok());
+  REQUIRE(cli.ok());
+  using engine::Store;
+  auto first = daemon.value()->wait_for_work(std::chrono::milliseconds(0));  // arms it
+  if (!vnflow_test::on_postgres()) {
+    // SQLite's daemon is woken through the socket beside the file (engine_cli_test.sh).
+    CHECK(first == Store::WorkSignal::kUnsupported);
+    return;
+  }
+  REQUIRE(first != Store::WorkSignal::kUnsupported);
+  auto quiet = [&](int ms) {
+    return daemon.value()->wait_for_work(std::chrono::milliseconds(ms)) ==
+           Store::WorkSignal::kQuiet;
+  };
+  int settle = 0;  // what the tables' creation notified is heard first
+  while (!quiet(50) && ++settle < 100) {
+  }
+  REQUIRE(settle < 100);
+  auto ids = vnflow_test::queue_ops(*cli.value(), 1);
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(daemon.value()->wait_for_work(std::chrono::milliseconds(10000)) ==
+        Store::WorkSignal::kQueued);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  CHECK(quiet(300));  // heard once
+  // A claim and a transition that keeps the state are the daemon's own work: no signal.
+  auto lease = daemon.value()->register_daemon("d1", 5000);
+  REQUIRE(lease.ok());
+  REQUIRE(daemon.value()->claim(lease.value(), true, 10).value().size() == 1);
+  CHECK(quiet(300));
+  // An operator's command (cancel, retry) and a daemon letting its operations go are work.
+  REQUIRE(cli.value()->request_cancel(ids[0]).ok());
+  CHECK_FALSE(quiet(10000));
+  daemon.value()->release(lease.value());
+  CHECK_FALSE(quiet(10000));
+  CHECK(quiet(300));
 }

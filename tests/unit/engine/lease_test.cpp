@@ -38,33 +38,6 @@ struct TempDir {
   }
 };
 
-// `n` instances, each with one queued operation; returns the operations' ids.
-std::vector<std::string> queue_ops(engine::Store& store, int n) {
-  engine::PackageRecord p;
-  p.id = "pkg-1";
-  p.digest = "d1";
-  p.name = "p";
-  auto pkg = store.put_package(p, "bytes");
-  REQUIRE(pkg.ok());
-  REQUIRE(store.put_machine("m1", "{}").ok());
-  std::vector<std::string> ids;
-  for (int i = 0; i < n; ++i) {
-    auto inst = engine::create_instance(store, pkg.value().id, "i" + std::to_string(i), "");
-    REQUIRE(inst.ok());
-    engine::OpRecord op;
-    op.id = engine::new_id();
-    op.instance_id = inst.value().id;
-    op.operation = "modify_info";
-    op.machine_digest = "m1";
-    op.package_digest = "d1";
-    op.request = json::object();
-    op.created_ms = 1000 + i;
-    REQUIRE(store.create_op(op).ok());
-    ids.push_back(op.id);
-  }
-  return ids;
-}
-
 // One transition of `op` as an executor commits it: a cursor and an event, under `epoch`.
 engine::Batch step(const engine::OpRecord& op, int64_t seq, int64_t epoch) {
   engine::Batch b;
@@ -93,7 +66,7 @@ struct TwoDaemons {
   vnflow_test::TestDb db = vnflow_test::new_test_db(dir.path);
   std::unique_ptr<engine::Store> a = open(), b = open();
   std::vector<std::string> ids;
-  explicit TwoDaemons(int n) { ids = queue_ops(*a, n); }
+  explicit TwoDaemons(int n) { ids = vnflow_test::queue_ops(*a, n); }
   std::unique_ptr<engine::Store> open() {
     auto s = engine::open_postgres_store(db.target, db.key, engine::DbLock::kDaemon);
     REQUIRE(s.ok());
@@ -112,7 +85,7 @@ TEST_CASE("a single-daemon store: every active operation, no expiry, no fencing"
   auto db = vnflow_test::new_test_db(dir.path);
   auto s = db.open();
   REQUIRE(s.ok());
-  auto ids = queue_ops(*s.value(), 3);
+  auto ids = vnflow_test::queue_ops(*s.value(), 3);
   auto lease = s.value()->register_daemon("a", 5000);
   REQUIRE(lease.ok());
   CHECK(lease.value().ttl_ms == 0);
@@ -242,7 +215,7 @@ TEST_CASE("leases: concurrent claims never hand one operation to two daemons") {
   auto setup = db.open();
   REQUIRE(setup.ok());
   const int kOps = 400;
-  auto ids = queue_ops(*setup.value(), kOps);
+  auto ids = vnflow_test::queue_ops(*setup.value(), kOps);
   const int kDaemons = 4;
   std::vector<std::unique_ptr<engine::Store>> stores;
   std::vector<engine::Store::Lease> leases;
@@ -294,7 +267,7 @@ TEST_CASE("a group commit writes each batch's text as given, and fences only its
   auto s = db.open();
   REQUIRE(s.ok());
   auto& store = *s.value();
-  auto ids = queue_ops(store, 3);
+  auto ids = vnflow_test::queue_ops(store, 3);
   // Text a SQL literal or an array literal could get wrong.
   const std::vector<std::string> nasty = {"NULL",
                                           "{\"a\",\"b\"}",

@@ -14,7 +14,10 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
 #include <libpq-fe.h>
 #include <unistd.h>
 
@@ -103,6 +106,40 @@ inline std::string at_rest(const TestDb& db) {
   if (out.empty())
     throw std::runtime_error("cannot read the test schema back");
   return out;
+}
+
+// A queued modify_info operation of `instance_id` on machine "m1" of package digest "d1".
+inline engine::OpRecord test_op(const std::string& instance_id, int64_t created_ms) {
+  engine::OpRecord op;
+  op.id = engine::new_id();
+  op.instance_id = instance_id;
+  op.operation = "modify_info";
+  op.machine_digest = "m1";
+  op.package_digest = "d1";
+  op.request = boost::json::object();
+  op.created_ms = created_ms;
+  return op;
+}
+
+// `n` instances of one package, each with one queued operation (ids "i<k>"; `first` offsets
+// the names and creation times, for a second call on one store); returns the operations' ids.
+inline std::vector<std::string> queue_ops(engine::Store& store, int n, int first = 0) {
+  engine::PackageRecord p;
+  p.id = "pkg-1";
+  p.digest = "d1";
+  p.name = "p";
+  auto pkg = store.put_package(p, "bytes");
+  REQUIRE(pkg.ok());
+  REQUIRE(store.put_machine("m1", "{}").ok());
+  std::vector<std::string> ids;
+  for (int i = first; i < first + n; ++i) {
+    auto inst = engine::create_instance(store, pkg.value().id, "i" + std::to_string(i), "");
+    REQUIRE(inst.ok());
+    engine::OpRecord op = test_op(inst.value().id, 1000 + i);
+    REQUIRE(store.create_op(op).ok());
+    ids.push_back(op.id);
+  }
+  return ids;
 }
 
 }  // namespace vnflow_test
