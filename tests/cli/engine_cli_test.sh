@@ -1,25 +1,68 @@
 #!/usr/bin/env bash
-# The engine through the command line, with a real daemon and a real SQLite file:
-# onboarding, requests and their checks, the SOL003 task commands, replay, secrets,
-# draining and the one-daemon lock.
+# The engine through the command line, with a real daemon and a real database: onboarding,
+# requests and their checks, the SOL003 task commands, replay, secrets, draining, the
+# daemon's lock and key rotation.
+#
+# One script for both stores. By default a SQLite file; with VNFLOW_TEST_PG set (a
+# postgresql:// URL, as tests/postgres/with_pg.sh gives) the same checks run on PostgreSQL,
+# in schemas of their own (dropped afterwards), with the key in a file of the test's. What
+# only one store has is checked there alone, and says so: SQLite's file modes, its flock
+# (symbolic and hard links of the file) and its wake socket; PostgreSQL's daemon names
+# (two daemons of one name refused, two names side by side) and the secrets absent from
+# pg_dump.
 # Usage: engine_cli_test.sh VNFLOW_BINARY SOURCE_ROOT
 set -uo pipefail
 v=$(realpath "$1")
 root=$(realpath "$2")
 # shellcheck source=tests/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-t_init engine_cli "$v"
+pg_url=${VNFLOW_TEST_PG:-}
+t_init "engine_cli${pg_url:+_postgres}" "$v"
 work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-engine-cli.XXXXXX")
-export VNFLOW_DB=$work/vnflow.db
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+pg_schemas=()
+# pg_db SCHEMA: a URL of the test's cluster whose tables live in SCHEMA (made here, empty).
+# Called as db=$(pg_db S) || die ...: it runs in a subshell, so the caller records S.
+pg_db() {
+  PGOPTIONS=-cclient_min_messages=warning "$PG_BIN/psql" "$pg_url" -Atq -v ON_ERROR_STOP=1 \
+    -c "DROP SCHEMA IF EXISTS $1 CASCADE; CREATE SCHEMA $1" >/dev/null || return 1
+  local sep='?'
+  [[ $pg_url == *\?* ]] && sep='&'
+  echo "$pg_url${sep}options=-csearch_path%3D$1"
+}
+# at_rest_absent NEEDLE DB: NEEDLE is nowhere in what the database holds (the SQLite file and its
+# WAL, or the schema's pg_dump).
+at_rest_absent() {
+  if [[ -n $pg_url ]]; then
+    local schema=${2##*%3D}
+    ! "$PG_BIN/pg_dump" "$pg_url" -n "$schema" | grep -aqF "$1"
+  else
+    ! cat "$2" "$2-wal" 2>/dev/null | grep -aqF "$1"
+  fi
+}
+if [[ -n $pg_url ]]; then
+  schema=vnflow_cli_$$
+  pg_schemas+=("$schema")
+  VNFLOW_DB=$(pg_db "$schema") || die "cannot make the schema $schema on $pg_url"
+  export VNFLOW_DB VNFLOW_DB_KEY=$work/keys/pg.key
+  # A SIGKILLed daemon's name is taken again once its lease ran out: 2 s here.
+  daemon_name=(--name cli-d1 --lease-ms 2000)
+else
+  export VNFLOW_DB=$work/vnflow.db
+  daemon_name=()
+fi
 daemon_pid=
 cleanup() {
   if [[ -n $daemon_pid ]]; then kill -9 "$daemon_pid" 2>/dev/null; wait "$daemon_pid" 2>/dev/null; fi
+  for s in "${pg_schemas[@]}"; do
+    PGOPTIONS=-cclient_min_messages=warning "$PG_BIN/psql" "$pg_url" -Atq -c "DROP SCHEMA IF EXISTS $s CASCADE" >/dev/null 2>&1
+  done
   rm -rf "$work"
 }
 state() { op_state "$1"; }
 gate_started() { [[ $(grep -c gate "$work/out/log") -gt $gates ]]; }  # a gate step more than $gates
 start_daemon() {
-  "$v" daemon --workers 4 --work-dir "$work/wd" --poll-ms 10 2>>"$work/daemon.log" &
+  "$v" daemon "${daemon_name[@]}" --workers 4 --work-dir "$work/wd" --poll-ms 10 2>>"$work/daemon.log" &
   daemon_pid=$!
 }
 
@@ -113,8 +156,12 @@ check "op show prints the hook's escape sequence escaped" grep -qF 'exit status 
 check "... and op history" grep -qF '\x1b[31mgate closed' "$work/hist.txt"
 check "... never raw (op show, op history, the daemon's log)" \
   bash -c "! grep -qP '\x1b' '$work/show.txt' '$work/hist.txt' '$work/daemon.log'"
-check "the database, its WAL and SHM are 0600" \
-  test "$(stat -c %a "$VNFLOW_DB" "$VNFLOW_DB-wal" "$VNFLOW_DB-shm" "$VNFLOW_DB.key" | sort -u)" = 600
+if [[ -n $pg_url ]]; then
+  check "the key file is 0600 (PostgreSQL)" test "$(stat -c %a "$VNFLOW_DB_KEY")" = 600
+else
+  check "the database, its WAL and SHM are 0600 (SQLite)" \
+    test "$(stat -c %a "$VNFLOW_DB" "$VNFLOW_DB-wal" "$VNFLOW_DB-shm" "$VNFLOW_DB.key" | sort -u)" = 600
+fi
 check "the work folder is 0700" test "$(stat -c %a "$work/wd")" = 700
 touch "$work/out/open"
 "$v" op retry "$o1" >/dev/null
@@ -129,6 +176,7 @@ check "no secret in the history" bash -c "! grep -q s3cret-XYZ '$work/hist.json'
 check "no secret in op show" bash -c "! grep -q s3cret-XYZ '$work/show.json'"
 check "no secret in the daemon log" bash -c "! grep -q s3cret-XYZ '$work/daemon.log'"
 check "the secret is shown as ***" grep -q '"ssh_password":"\*\*\*"' "$work/show.json"
+check "the secret is sealed at rest" at_rest_absent s3cret-XYZ "$VNFLOW_DB"
 
 # --- replay
 check "replay --dry-run of a completed operation reproduces it" "$v" op replay "$o1" --dry-run
@@ -183,22 +231,37 @@ check "op cancel stops at the next transition (FAILED_TEMP)" test "$(state "$o6"
 check "... saying it was cancelled" grep -q 'cancelled by the operator' <("$v" op show "$o6")
 "$v" op fail "$o6" >/dev/null
 
-# --- the daemon: one per database, SIGTERM drains
-"$v" daemon --work-dir "$work/wd" 2>"$work/err" &
-second=$!
-wait_pid "$second" 30
-check "a second daemon on the same database is refused" test $? -eq 1
-check "... saying so" grep -q 'another daemon is running' "$work/err"
-# The lock is the database file's (its inode), not its name's.
-ln -s "$VNFLOW_DB" "$work/alias.db"
-timeout 20 "$v" daemon --db "$work/alias.db" --work-dir "$work/wd" 2>"$work/err"
-check "a second daemon through a symlink is refused" test $? -eq 1
-check "... naming the database" grep -qF "another daemon is running on $VNFLOW_DB" "$work/err"
-ln "$VNFLOW_DB" "$work/hard.db" && cp -p "$VNFLOW_DB.key" "$work/hard.db.key"
-timeout 20 "$v" daemon --db "$work/hard.db" --work-dir "$work/wd" 2>"$work/err"
-check "a second daemon through a hard link is refused" test $? -eq 1
-check "... saying so (two names of one file are refused outright)" grep -qE 'another daemon is running on|hard links' "$work/err"
-rm -f "$work/hard.db" "$work/hard.db.key" "$work/alias.db"
+# --- the daemon: one per database (SQLite) or per name (PostgreSQL); SIGTERM drains
+if [[ -n $pg_url ]]; then
+  "$v" daemon "${daemon_name[@]}" --work-dir "$work/wd2" 2>"$work/err" &
+  second=$!
+  wait_pid "$second" 30
+  check "a second daemon of the same name is refused (PostgreSQL)" test $? -eq 1
+  check "... naming the running one" grep -q 'a daemon named "cli-d1" is running' "$work/err"
+  "$v" daemon --name cli-d2 --work-dir "$work/wd2" --poll-ms 10 2>"$work/d2.log" &
+  second=$!
+  wait_until 10 grep -q 'vnflow daemon on' "$work/d2.log"
+  check "a daemon of another name runs beside it" kill -0 "$second"
+  kill -TERM "$second"
+  wait_pid "$second" 30
+  check "... and drains on SIGTERM (exit 0)" test $? -eq 0
+else
+  "$v" daemon --work-dir "$work/wd" 2>"$work/err" &
+  second=$!
+  wait_pid "$second" 30
+  check "a second daemon on the same database is refused (SQLite)" test $? -eq 1
+  check "... saying so" grep -q 'another daemon is running' "$work/err"
+  # The lock is the database file's (its inode), not its name's.
+  ln -s "$VNFLOW_DB" "$work/alias.db"
+  timeout 20 "$v" daemon --db "$work/alias.db" --work-dir "$work/wd" 2>"$work/err"
+  check "a second daemon through a symlink is refused" test $? -eq 1
+  check "... naming the database" grep -qF "another daemon is running on $VNFLOW_DB" "$work/err"
+  ln "$VNFLOW_DB" "$work/hard.db" && cp -p "$VNFLOW_DB.key" "$work/hard.db.key"
+  timeout 20 "$v" daemon --db "$work/hard.db" --work-dir "$work/wd" 2>"$work/err"
+  check "a second daemon through a hard link is refused" test $? -eq 1
+  check "... saying so (two names of one file are refused outright)" grep -qE 'another daemon is running on|hard links' "$work/err"
+  rm -f "$work/hard.db" "$work/hard.db.key" "$work/alias.db"
+fi
 touch "$work/out/open"
 i4=$("$v" instance create --package "$p1")
 gates=$(grep -c gate "$work/out/log")
@@ -224,7 +287,8 @@ daemon_pid=
 check "... after the running step's result was recorded" grep -q 'succeeded instantiate_end.gate' <("$v" op history "$o8")
 
 # --- a restart right after SIGKILL: a forked child of the dead daemon may still hold the
-# lock for a moment; the new daemon waits for it (up to 3 s) instead of refusing.
+# lock for a moment; the new daemon waits for it (up to 3 s) instead of refusing. On
+# PostgreSQL the name's old lease must run out first (2 s here): the restart waits for it.
 start_daemon
 i6=$("$v" instance create --package "$p1")
 gates=$(grep -c gate "$work/out/log")
@@ -236,21 +300,29 @@ check "a restart right after SIGKILL succeeds" "$v" op wait "$o9" --timeout 30
 kill -TERM "$daemon_pid"; wait_pid "$daemon_pid" 30; daemon_pid=
 
 # --- a queued request wakes the daemon: with a 60 s poll, an instantiate still starts at
-# once (a datagram to the wake socket beside the database)
+# once: a datagram to the wake socket beside the database (SQLite), the commit's NOTIFY
+# (PostgreSQL)
 touch "$work/out/open"
-"$v" daemon --work-dir "$work/wd" --poll-ms 60000 2>"$work/wake.log" &
+"$v" daemon "${daemon_name[@]}" --work-dir "$work/wd" --poll-ms 60000 2>"$work/wake.log" &
 daemon_pid=$!
-wait_until 5 grep -q 'vnflow daemon on' "$work/wake.log"
-wait_until 5 test -S "$VNFLOW_DB.wake"
-check "the daemon's wake socket is beside the database, 0600" \
-  test "$(stat -c %a "$VNFLOW_DB.wake" 2>/dev/null)" = 600
+wait_until 10 grep -q 'vnflow daemon on' "$work/wake.log"
+if [[ -z $pg_url ]]; then
+  wait_until 5 test -S "$VNFLOW_DB.wake"
+  check "the daemon's wake socket is beside the database, 0600 (SQLite)" \
+    test "$(stat -c %a "$VNFLOW_DB.wake" 2>/dev/null)" = 600
+fi
 i7=$("$v" instance create --package "$p1")
 o10=$("$v" instance instantiate "$i7" --request "$work/inst.json")
 check "an instantiate completes within 10 s though the daemon polls every 60 s" \
   "$v" op wait "$o10" --timeout 10
 kill -TERM "$daemon_pid"; wait_pid "$daemon_pid" 30; daemon_pid=
-check "the wake socket is gone with the daemon" test ! -e "$VNFLOW_DB.wake"
+if [[ -z $pg_url ]]; then
+  check "the wake socket is gone with the daemon" test ! -e "$VNFLOW_DB.wake"
+fi
 
+# What follows up to the key rotation is SQLite's alone: the flock on its file, and a daemon
+# as another user on a file of its own.
+if [[ -z $pg_url ]]; then
 # Deterministically: another process holds the database's flock for 1.5 s.
 locked() { ! flock -n "$VNFLOW_DB" true; }
 held() { wait_until 5 locked; }
@@ -297,29 +369,42 @@ if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null; then
   rm -rf "$nb"
 fi
 
-# --- key rotation; a database with two hard links
+fi
+
+# --- key rotation (its own database and key file); a SQLite database with two hard links
 kr=$work/keyrot
 mkdir -p -m 700 "$kr"
 printf 'kr-secret-pw' > "$kr/pw"
-"$v" vim register --db "$kr/v.db" --name kr --auth-url http://127.0.0.1:5000/v3 --username u \
+if [[ -n $pg_url ]]; then
+  pg_schemas+=("vnflow_kr_$$")
+  kr_db=$(pg_db "vnflow_kr_$$") || die "cannot make the schema vnflow_kr_$$ on $pg_url"
+  kr_key=$kr/pg.key
+else
+  kr_db=$kr/v.db
+  kr_key=$kr/v.db.key
+fi
+krv() { VNFLOW_DB_KEY=$kr_key "$v" "$@"; }  # (not for a background process: $! would be a subshell's)
+krv vim register --db "$kr_db" --name kr --auth-url http://127.0.0.1:5000/v3 --username u \
   --password-file "$kr/pw" --project p >/dev/null
-key_before=$(od -An -tx1 "$kr/v.db.key" | tr -d ' \n')
-"$v" key rotate --db "$kr/v.db" >"$kr/out" 2>"$work/err"
+key_before=$(od -An -tx1 "$kr_key" | tr -d ' \n')
+krv key rotate --db "$kr_db" >"$kr/out" 2>"$work/err"
 check "key rotate succeeds" test $? -eq 0
-check "... and writes a new key" test "$(od -An -tx1 "$kr/v.db.key" | tr -d ' \n')" != "$key_before"
-"$v" key rotate --db "$kr/v.db" >/dev/null 2>"$work/err"
+check "... and writes a new key" test "$(od -An -tx1 "$kr_key" | tr -d ' \n')" != "$key_before"
+krv key rotate --db "$kr_db" >/dev/null 2>"$work/err"
 check "... whose secrets open (a second rotation reads them all)" test $? -eq 0
-check "... the secret is still not in the file" bash -c "! grep -aq kr-secret-pw '$kr/v.db'"
-"$v" daemon --db "$kr/v.db" 2>"$kr/daemon.log" &
+check "... the secret is still not at rest" at_rest_absent kr-secret-pw "$kr_db"
+VNFLOW_DB_KEY=$kr_key "$v" daemon --db "$kr_db" --work-dir "$kr/wd" 2>"$kr/daemon.log" &
 daemon_pid=$!
-wait_until 5 grep -q 'vnflow daemon on' "$kr/daemon.log"
-"$v" key rotate --db "$kr/v.db" 2>"$work/err"
+wait_until 10 grep -q 'vnflow daemon on' "$kr/daemon.log"
+krv key rotate --db "$kr_db" 2>"$work/err"
 check "key rotate is refused while a daemon runs" test $? -eq 1
 check "... saying so" grep -q 'a daemon is running' "$work/err"
 kill -TERM "$daemon_pid"; wait_pid "$daemon_pid" 30; daemon_pid=
-ln "$kr/v.db" "$kr/hard.db"
-"$v" vim list --db "$kr/hard.db" >/dev/null 2>"$work/err"
-check "a database with two hard links is refused" grep -q 'hard links' "$work/err"
-rm -f "$kr/hard.db"
+if [[ -z $pg_url ]]; then
+  ln "$kr/v.db" "$kr/hard.db"
+  "$v" vim list --db "$kr/hard.db" >/dev/null 2>"$work/err"
+  check "a database with two hard links is refused (SQLite)" grep -q 'hard links' "$work/err"
+  rm -f "$kr/hard.db"
+fi
 
 t_finish
