@@ -68,6 +68,7 @@ bool is_active(OpState s);  // STARTING, PROCESSING, ROLLING_BACK: the daemon ru
 // once. Until onboarded, `digest` is "" and the VNF fields are empty.
 struct PackageRecord {
   std::string id, digest, name, provider, product, version, vnfd_id;
+  std::string vnfd_version;  // the VNFD's own version ("" if stored before schema 4)
   int64_t onboarded_ms = 0;  // creation time until onboarded
   std::string onboarding_state = "ONBOARDED";
   std::string operational_state = "ENABLED";

@@ -171,6 +171,7 @@ base::Result<PackageRecord> check_package(const std::string& name, std::string& 
   rec.product = pkg->vnf.product_name;
   rec.version = pkg->vnf.software_version;
   rec.vnfd_id = pkg->vnf.descriptor_id;
+  rec.vnfd_version = pkg->vnf.descriptor_version;
   rec.onboarded_ms = now_ms();
   return rec;
 }

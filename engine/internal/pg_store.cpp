@@ -20,7 +20,7 @@ namespace engine::internal {
 
 namespace {
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 
 // Advisory lock classes (the second key is the schema's hash, so that several vnflow schemas
 // can share one database): the schema script, and the daemon of a database.
@@ -36,7 +36,7 @@ CREATE TABLE IF NOT EXISTS packages(
   version TEXT, vnfd_id TEXT, onboarded_ms BIGINT NOT NULL, bytes BYTEA NOT NULL,
   onboarding_state TEXT NOT NULL DEFAULT 'ONBOARDED',
   operational_state TEXT NOT NULL DEFAULT 'ENABLED', user_data TEXT NOT NULL DEFAULT '{}',
-  failure TEXT NOT NULL DEFAULT '');
+  failure TEXT NOT NULL DEFAULT '', vnfd_version TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS instances(
   id TEXT PRIMARY KEY, package_id TEXT NOT NULL REFERENCES packages(id), name TEXT,
   instantiation_state TEXT NOT NULL, record TEXT NOT NULL, created_ms BIGINT NOT NULL);
@@ -74,7 +74,7 @@ CREATE TABLE IF NOT EXISTS vims(
 
 constexpr const char* kPackageColumns =
     "id, digest, name, provider, product, version, vnfd_id, onboarded_ms, onboarding_state,"
-    " operational_state, user_data, failure";
+    " operational_state, user_data, failure, vnfd_version";
 
 // A package without content yet keeps this in the digest column (NOT NULL UNIQUE since
 // schema 1): never a SHA-256.
@@ -102,6 +102,7 @@ PackageRecord read_package(const PgResult& q, int row) {
   p.operational_state = q.text(row, 9);
   p.user_data = q.text(row, 10);
   p.failure = q.text(row, 11);
+  p.vnfd_version = q.text(row, 12);
   return p;
 }
 
@@ -327,6 +328,11 @@ base::Status PgStore::init_schema() {
           "ALTER TABLE events ADD COLUMN IF NOT EXISTS owner TEXT;"
           "ALTER TABLE events ADD COLUMN IF NOT EXISTS epoch BIGINT NOT NULL DEFAULT 0;");
     }
+    if (v < 4) {
+      // 3 -> 4: the VNFD's own version (vnfdVersion); packages stored before keep "".
+      w_.exec(
+          "ALTER TABLE packages ADD COLUMN IF NOT EXISTS vnfd_version TEXT NOT NULL DEFAULT ''");
+    }
     if (v < kSchemaVersion)
       w_.run("UPDATE meta SET value = $1 WHERE key = 'schema_version'",
              {std::to_string(kSchemaVersion)});
@@ -365,12 +371,12 @@ base::Result<PackageRecord> PgStore::put_package(const PackageRecord& rec,
     // Stored once per digest, also when two processes onboard it at the same moment.
     w_.run(
         "INSERT INTO packages(id, digest, name, provider, product, version, vnfd_id,"
-        " onboarded_ms, bytes, onboarding_state, operational_state, user_data, failure)"
-        " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+        " onboarded_ms, bytes, onboarding_state, operational_state, user_data, failure,"
+        " vnfd_version) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
         " ON CONFLICT (digest) DO NOTHING",
         {rec.id, stored_digest(rec), rec.name, rec.provider, rec.product, rec.version, rec.vnfd_id,
          rec.onboarded_ms, PgArg::bytes(bytes), rec.onboarding_state, rec.operational_state,
-         rec.user_data, rec.failure});
+         rec.user_data, rec.failure, rec.vnfd_version});
     auto q = w_.run(std::string("SELECT ") + kPackageColumns + " FROM packages WHERE digest = $1",
                     {stored_digest(rec)});
     if (q.rows() == 0)
@@ -448,10 +454,11 @@ base::Status PgStore::update_package(const PackageRecord& rec, const std::string
     w_.run(
         "UPDATE packages SET digest = $2, name = $3, provider = $4, product = $5, version = $6,"
         " vnfd_id = $7, onboarded_ms = $8, onboarding_state = $9, operational_state = $10,"
-        " user_data = $11, failure = $12, bytes = COALESCE($13, bytes) WHERE id = $1",
+        " user_data = $11, failure = $12, bytes = COALESCE($13, bytes), vnfd_version = $14"
+        " WHERE id = $1",
         {rec.id, stored_digest(rec), rec.name, rec.provider, rec.product, rec.version, rec.vnfd_id,
          rec.onboarded_ms, rec.onboarding_state, rec.operational_state, rec.user_data, rec.failure,
-         bytes != nullptr ? PgArg::bytes(*bytes) : PgArg(std::nullopt)});
+         bytes != nullptr ? PgArg::bytes(*bytes) : PgArg(std::nullopt), rec.vnfd_version});
     return base::Status::Ok();
   });
 }

@@ -17,7 +17,7 @@ namespace engine::internal {
 
 namespace {
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 
 constexpr const char* kSchema = R"SQL(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -26,7 +26,7 @@ CREATE TABLE IF NOT EXISTS packages(
   version TEXT, vnfd_id TEXT, onboarded_ms INTEGER NOT NULL, bytes BLOB NOT NULL,
   onboarding_state TEXT NOT NULL DEFAULT 'ONBOARDED',
   operational_state TEXT NOT NULL DEFAULT 'ENABLED', user_data TEXT NOT NULL DEFAULT '{}',
-  failure TEXT NOT NULL DEFAULT '');
+  failure TEXT NOT NULL DEFAULT '', vnfd_version TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS instances(
   id TEXT PRIMARY KEY, package_id TEXT NOT NULL REFERENCES packages(id), name TEXT,
   instantiation_state TEXT NOT NULL, record TEXT NOT NULL, created_ms INTEGER NOT NULL);
@@ -71,10 +71,10 @@ std::string stored_digest(const PackageRecord& p) {
 
 constexpr const char* kPackageColumns =
     "SELECT id, digest, name, provider, product, version, vnfd_id, onboarded_ms,"
-    " onboarding_state, operational_state, user_data, failure";
+    " onboarding_state, operational_state, user_data, failure, vnfd_version";
 
-// Binds ?1..?12 of an INSERT or UPDATE of packages to `p` (the columns' order in
-// kPackageColumns).
+// Binds ?1..?12 and ?15 of an INSERT or UPDATE of packages to `p` (the columns' order in
+// kPackageColumns; ?13 and ?14 are the statement's own).
 void bind_package(SQLite::Statement& st, const PackageRecord& p) {
   int i = 0;
   for (const std::string* v :
@@ -87,6 +87,7 @@ void bind_package(SQLite::Statement& st, const PackageRecord& p) {
   st.bind(10, p.operational_state);
   st.bind(11, p.user_data);
   st.bind(12, p.failure);
+  st.bind(15, p.vnfd_version);
 }
 
 PackageRecord read_package(SQLite::Statement& st) {
@@ -105,6 +106,7 @@ PackageRecord read_package(SQLite::Statement& st) {
   p.operational_state = text(st, 9);
   p.user_data = text(st, 10);
   p.failure = text(st, 11);
+  p.vnfd_version = text(st, 12);
   return p;
 }
 
@@ -177,6 +179,15 @@ base::Status SqliteStore::init() {
               "UPDATE packages SET user_data = json_object('name', name)"
               " WHERE name IS NOT NULL AND user_data = '{}'");
         }
+        if (v < 4) {
+          // 3 -> 4: the VNFD's own version (SOL003/SOL005 vnfdVersion). Packages stored
+          // before keep "" (the version is in their bytes, not read back here).
+          SQLite::Statement has(w_,
+                                "SELECT count(*) FROM pragma_table_info('packages')"
+                                " WHERE name = 'vnfd_version'");
+          if (has.executeStep() && has.getColumn(0).getInt() == 0)
+            w_.exec("ALTER TABLE packages ADD COLUMN vnfd_version TEXT NOT NULL DEFAULT ''");
+        }
         if (v < kSchemaVersion)
           w_.exec("UPDATE meta SET value = '" + std::to_string(kSchemaVersion) +
                   "' WHERE key = 'schema_version'");
@@ -236,8 +247,8 @@ base::Result<PackageRecord> SqliteStore::put_package(const PackageRecord& rec,
     SQLite::Statement ins(w_,
                           "INSERT INTO packages(id, digest, name, provider, product, version,"
                           " vnfd_id, onboarded_ms, onboarding_state, operational_state,"
-                          " user_data, failure, bytes) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
-                          " ?9, ?10, ?11, ?12, ?13)");
+                          " user_data, failure, bytes, vnfd_version) VALUES(?1, ?2, ?3, ?4, ?5,"
+                          " ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?15)");
     bind_package(ins, rec);
     ins.bind(13, bytes.data(), static_cast<int>(bytes.size()));
     ins.exec();
@@ -328,7 +339,7 @@ base::Status SqliteStore::update_package(const PackageRecord& rec, const std::st
           w_,
           "UPDATE packages SET digest = ?2, name = ?3, provider = ?4, product = ?5,"
           " version = ?6, vnfd_id = ?7, onboarded_ms = ?8, onboarding_state = ?9,"
-          " operational_state = ?10, user_data = ?11, failure = ?12,"
+          " operational_state = ?10, user_data = ?11, failure = ?12, vnfd_version = ?15,"
           " bytes = CASE WHEN ?13 THEN ?14 ELSE bytes END WHERE id = ?1");
       bind_package(up, rec);
       up.bind(13, bytes != nullptr ? 1 : 0);

@@ -97,8 +97,7 @@ json::object vnf_instance_view(const InstanceRecord& i, const PackageRecord& pkg
                  {"vnfProvider", pkg.provider},
                  {"vnfProductName", pkg.product},
                  {"vnfSoftwareVersion", pkg.version},
-                 // The VNFD's own version is not kept with the package record yet.
-                 {"vnfdVersion", ""},
+                 {"vnfdVersion", pkg.vnfd_version},
                  {"vnfPkgId", pkg.id},
                  {"instantiationState", i.instantiation_state}};
   if (const json::value* d = text("description"))
@@ -145,6 +144,7 @@ json::object vnf_package_view(const PackageRecord& p, bool in_use) {
   json::object o{{"id", p.id}};
   if (p.onboarding_state == "ONBOARDED") {
     o["vnfdId"] = p.vnfd_id;
+    o["vnfdVersion"] = p.vnfd_version;
     o["vnfProvider"] = p.provider;
     o["vnfProductName"] = p.product;
     o["vnfSoftwareVersion"] = p.version;

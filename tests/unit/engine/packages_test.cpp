@@ -142,6 +142,8 @@ TEST_CASE(
   CHECK(got.onboarding_state == "ONBOARDED");
   CHECK(got.operational_state == "ENABLED");
   CHECK(got.vnfd_id == "3b0c9f1e-5a2d-4e8f-9c6b-7d1e2f3a4b5c");
+  CHECK(got.vnfd_version == "1.0");  // the VNF node's descriptor_version
+  CHECK(engine::vnf_package_view(got, false).at("vnfdVersion") == "1.0");
   CHECK(got.digest == base::digest_hex(base::DigestAlgorithm::kSha256, zip));
   CHECK(got.failure.empty());
   CHECK(json::parse(got.user_data) == json::object{{"owner", "ci"}});
@@ -292,18 +294,21 @@ TEST_CASE("a database from before package states gets them: its packages ONBOARD
   db.sql(std::string("ALTER TABLE packages DROP COLUMN onboarding_state;"
                      "ALTER TABLE packages DROP COLUMN operational_state;"
                      "ALTER TABLE packages DROP COLUMN user_data;"
-                     "ALTER TABLE packages DROP COLUMN failure;") +
+                     "ALTER TABLE packages DROP COLUMN failure;"
+                     "ALTER TABLE packages DROP COLUMN vnfd_version;") +
          (pg ? "UPDATE meta SET value = '1' WHERE key = 'schema_version'"
              : "UPDATE meta SET value = '2' WHERE key = 'schema_version'"));
   auto r = reread(*db.store, p.value().id);
   CHECK(r.onboarding_state == "ONBOARDED");
   CHECK(r.operational_state == "ENABLED");
   CHECK(json::parse(r.user_data) == json::object{{"name", "local-demo"}});
+  CHECK(r.vnfd_version.empty());  // not read back from the stored bytes
   // And the new commands work on it.
   auto q = created(*db.store);
   base::Diagnostics d2;
   REQUIRE(engine::upload_package(*db.store, q.id, demo_zip("v2"), d2).ok());
   CHECK(reread(*db.store, q.id).onboarding_state == "ONBOARDED");
+  CHECK(reread(*db.store, q.id).vnfd_version == "1.0");
   db.reopen();
   CHECK(db.store->list_packages().value().size() == 2);
 }

@@ -147,6 +147,7 @@ TEST_CASE("hostile text is stored as a value, never as SQL") {
                                 .product = "",
                                 .version = "",
                                 .vnfd_id = "",
+                                .vnfd_version = "1.0'; --",
                                 .onboarded_ms = 1,
                                 .onboarding_state = "ONBOARDED",
                                 .operational_state = "ENABLED",
@@ -158,6 +159,7 @@ TEST_CASE("hostile text is stored as a value, never as SQL") {
   REQUIRE(back.ok());
   CHECK(back.value().name == p.name);
   CHECK(back.value().provider == p.provider);
+  CHECK(back.value().vnfd_version == p.vnfd_version);
   CHECK(store.package_bytes("pkg-1").value() == bytes);
   CHECK(store.get_package("' OR '1'='1").status().code() == base::StatusCode::kNotFound);
   CHECK(store.list_ops(engine::OpFilter{}).ok());  // ops is still there
