@@ -119,8 +119,10 @@ printf 'pw\n' >"$T_DIR/vim-pw"
 chmod 600 "$T_DIR/vim-pw"
 vim=$("$v" vim register --name v2-vim --auth-url http://127.0.0.1:1/v3 --username u \
   --password-file "$T_DIR/vim-pw" --project p) || die "vim register"
+# The work folder in the request's extensions (SOL003: they go into the instance), so the
+# later operations find it there: the client's terminate cannot send additionalParams.
 cat >"$T_DIR/inst2.json" <<EOF
-{"flavourId": "simple", "additionalParams": {"work_dir": "$T_DIR/vnfs", "nodes": ["n1"]},
+{"flavourId": "simple", "extensions": {"work_dir": "$T_DIR/vnfs"}, "additionalParams": {"nodes": ["n1"]},
  "vimConnectionInfo": {"vim1": {"vimId": "$vim", "vimType": "ETSINFV.OPENSTACK_KEYSTONE.V_3"}}}
 EOF
 check "openstack v2 vnflcm create" osc2 vnflcm create "$vnfd" --name v2-1 -f value -c ID
@@ -137,18 +139,27 @@ check "openstack v2 vnflcm op list --filter" osc2 vnflcm op list --filter "(eq,v
 has "... COMPLETED INSTANTIATE" "$T_DIR/check.out" -x "COMPLETED INSTANTIATE"
 check "openstack v2 vnflcm list" osc2 vnflcm list -f value -c ID
 has "... both instances" "$T_DIR/check.out" -x "$inst2"
-# (the client's terminate cannot send the additionalParams local-demo's terminate needs)
-req POST "/vnflcm/v2/vnf_instances/$inst2/terminate" -H 'Version: 2.0.0' -H 'Content-Type: application/json' \
-  --data-binary "{\"terminationType\": \"FORCEFUL\", \"additionalParams\": {\"work_dir\": \"$T_DIR/vnfs\"}}"
-is_code "v2 terminate" 202
+check "... its files in the work folder of its extensions" test -f "$T_DIR/vnfs/$inst2/n1.conf"
+req GET "/vnflcm/v2/vnf_instances/$inst2" -H 'Version: 2.0.0'
+check "... which the instance records" test "$(field 'd["extensions"]["work_dir"]')" = "$T_DIR/vnfs"
+check "... with the VNFD's own version (vnfdVersion)" test "$(field 'd["vnfdVersion"]')" = 1.0
+# A scale with no additionalParams: the hook reads the folder from the instance.
+req POST "/vnflcm/v2/vnf_instances/$inst2/scale" -H 'Version: 2.0.0' -H 'Content-Type: application/json' \
+  --data-binary '{"type": "SCALE_OUT", "aspectId": "node_aspect"}'
+is_code "v2 scale" 202
 check "... Location under /vnflcm/v2" grep -q "^$ep/vnflcm/v2/vnf_lcm_op_occs/" <<<"$(header Location)"
 top=$(header Location)
 top_done() {
   req GET "/vnflcm/v2/vnf_lcm_op_occs/${top##*/}" -H 'Version: 2.0.0'
   [[ $(field 'd["operationState"]') == COMPLETED ]]
 }
-check "... the daemon terminates it" wait_until 60 top_done
-check "... (v2 show: NOT_INSTANTIATED)" inst2_is NOT_INSTANTIATED
+check "... the daemon scales it" wait_until 60 top_done
+check "... its hook wrote to the instance's folder" grep -qx "node_aspect 1" "$T_DIR/vnfs/$inst2/scale.log"
+check "openstack v2 vnflcm terminate (unmodified: no additionalParams)" \
+  osc2 vnflcm terminate "$inst2" --termination-type FORCEFUL
+has "... accepted" "$T_DIR/check.out" "Terminate request for VNF Instance"
+check "... the daemon terminates it (v2 show: NOT_INSTANTIATED)" wait_until 60 inst2_is NOT_INSTANTIATED
+check "... and its hook removed the instance's folder" test ! -e "$T_DIR/vnfs/$inst2"
 check "openstack v2 vnflcm delete" osc2 vnflcm delete "$inst2"
 req GET "/vnflcm/v2/vnf_instances/$inst2" -H 'Version: 2.0.0'
 is_code "... gone" 404
