@@ -46,10 +46,10 @@ bool PgListener::wait(std::chrono::milliseconds at_most) {
       return false;
     return conn_.take_notifies() > 0 || !conn_.connected();
   } catch (const std::exception&) {
-    // The server is gone (restarted, unreachable) or refused: the caller reads again after
-    // the time it meant to wait, and the next call connects again.
+    // The server is gone (restarted, unreachable) or refused: quiet for the time the caller
+    // meant to wait (its timed reads go on); the call that connects again says "heard".
     std::this_thread::sleep_for(at_most);
-    return true;
+    return false;
   }
 }
 

@@ -85,14 +85,18 @@ void notify(PgConn& c, const char* channel_sql) {
   c.run(std::string("SELECT pg_notify(") + channel_sql + ", '')");
 }
 
-// Whether a written batch of the group changes its operation's state (what `op wait`
-// waits for): only then does the commit notify, so most group commits add nothing.
-bool changes_state(const std::vector<const Batch*>& batches) {
+// Whether a written batch of the group settles its operation (COMPLETED, FAILED_TEMP,
+// FAILED, ROLLED_BACK: what `op wait` waits for): only then does the group commit notify.
+// Once per operation, not per state change: a commit that notifies takes PostgreSQL's
+// cluster-wide notify lock until it is flushed, which would line up every daemon's group
+// commits behind each other.
+bool settles_op(const std::vector<const Batch*>& batches) {
   for (const Batch* b : batches) {
     if (b->fenced)
       continue;
     for (const auto& o : b->ops) {
-      if (o.state)
+      if (o.state && (*o.state == OpState::kCompleted || *o.state == OpState::kFailedTemp ||
+                      *o.state == OpState::kFailed || *o.state == OpState::kRolledBack))
         return true;
     }
   }
@@ -177,7 +181,7 @@ base::Status PgStore::apply_rows(const std::vector<const Batch*>& batches) {
                 sealer_.sealed_text(i.record, "instance/" + i.instance_id)});
       }
     }
-    if (changes_state(batches))
+    if (settles_op(batches))
       notify(w_, kChangeChannel);
     return base::Status::Ok();
   });
@@ -310,7 +314,7 @@ base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
                 sealer_.sealed_text(i.record, "instance/" + i.instance_id)});
       }
     }
-    if (changes_state(batches))
+    if (settles_op(batches))
       notify(w_, kChangeChannel);
     return base::Status::Ok();
   });

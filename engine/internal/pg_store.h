@@ -127,8 +127,9 @@ class PgListener {
   // `channel_sql`: kQueueChannel or kChangeChannel.
   PgListener(const std::string& url, const std::string& display, const char* channel_sql);
   // true when a notification arrived before `at_most` passed, or when something may have
-  // been missed: a new connection (the first call), a lost one, a server that cannot be
-  // reached (after sleeping `at_most`, so a caller that reads again does not spin).
+  // been missed: a new connection (the first call, and the first after a lost one). false
+  // when the time passed quietly, also while the server cannot be reached (after sleeping
+  // `at_most`: the caller's timed reads go on and report the outage).
   bool wait(std::chrono::milliseconds at_most);
 
  private:

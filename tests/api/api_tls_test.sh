@@ -158,7 +158,13 @@ check "... its hook wrote to the instance's folder" grep -qx "node_aspect 1" "$T
 check "openstack v2 vnflcm terminate (unmodified: no additionalParams)" \
   osc2 vnflcm terminate "$inst2" --termination-type FORCEFUL
 has "... accepted" "$T_DIR/check.out" "Terminate request for VNF Instance"
-check "... the daemon terminates it (v2 show: NOT_INSTANTIATED)" wait_until 60 inst2_is NOT_INSTANTIATED
+# The built-in release commits NOT_INSTANTIATED before terminate_end runs: wait for the op.
+terminated() {
+  osc2 vnflcm op list --filter "(eq,vnfInstanceId,$inst2)" -f value -c 'Operation State' \
+    -c Operation 2>/dev/null | grep -qx "COMPLETED TERMINATE"
+}
+check "... the daemon terminates it (v2 op list: COMPLETED TERMINATE)" wait_until 60 terminated
+check "... NOT_INSTANTIATED (v2 show)" inst2_is NOT_INSTANTIATED
 check "... and its hook removed the instance's folder" test ! -e "$T_DIR/vnfs/$inst2"
 check "openstack v2 vnflcm delete" osc2 vnflcm delete "$inst2"
 req GET "/vnflcm/v2/vnf_instances/$inst2" -H 'Version: 2.0.0'
