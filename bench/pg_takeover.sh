@@ -46,7 +46,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/vnflow-takeover.XXXXXX")
 chmod 0755 "$work"  # a throwaway cluster runs as the postgres user when this runs as root
 declare -A pid=()
 cleanup() {
-  for n in "${!pid[@]}"; do kill -9 "${pid[$n]}" 2>/dev/null || true; done
+  for n in "${!pid[@]}"; do { kill -9 "${pid[$n]}"; wait "${pid[$n]}"; } 2>/dev/null || true; done
   pkill -9 -f "$work/" 2>/dev/null || true
   if [[ -z ${PG_URL:-} ]]; then
     bash "$root/tools/postgres/stop.sh" "$work/pg" --purge >/dev/null 2>&1 || true
@@ -119,10 +119,8 @@ start_daemon A
 worst_all=0
 failed_floor=0
 for ((r = 1; r <= rounds; r++)); do
-  # The victim alone takes N new operations; then the survivor starts beside it.
-  [[ -n ${pid[$survivor]:-} ]] && kill -0 "${pid[$survivor]}" 2>/dev/null &&
-    { kill -TERM "${pid[$survivor]}"; wait "${pid[$survivor]}" 2>/dev/null || true; }
-  unset "pid[$survivor]"
+  # The victim alone takes N new operations (the survivor is the daemon killed in the round
+  # before, or not started yet); then the survivor starts beside it.
   before=$(held_count "$victim")
   for ((i = 0; i < ops; i++)); do
     inst=$("$vnflow" instance create --package "$package")

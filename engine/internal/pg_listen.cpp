@@ -1,7 +1,7 @@
 // LISTEN/NOTIFY: how readers and daemons on PostgreSQL learn of a commit without polling.
-// A commit that queues work for the daemons, or changes an operation's state, notifies the
-// schema's channel in its own transaction (PostgreSQL delivers it when, and only if, the
-// transaction commits). A listener is one more connection that LISTENs and sleeps in poll()
+// A commit that queues work for the daemons, or settles an operation (or an operator moves
+// it), notifies the schema's channel in its own transaction (PostgreSQL delivers it when, and only
+// if, the transaction commits). A listener is one more connection that LISTENs and sleeps in poll()
 // on its socket: `op wait` returns at the commit that settles its operation, and a daemon
 // takes a request the moment another process (a CLI, another daemon's API) commits it. The
 // callers' timed reads stay as the fallback, so a notification lost with a connection costs
@@ -44,7 +44,7 @@ bool PgListener::wait(std::chrono::milliseconds at_most) {
     int n = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, at_most.count())));
     if (n <= 0)
       return false;
-    return conn_.take_notifies() > 0 || !conn_.connected();
+    return conn_.take_notifies() > 0;
   } catch (const std::exception&) {
     // The server is gone (restarted, unreachable) or refused: quiet for the time the caller
     // meant to wait (its timed reads go on); the call that connects again says "heard".
@@ -53,26 +53,20 @@ bool PgListener::wait(std::chrono::milliseconds at_most) {
   }
 }
 
+PgListener& PgStore::listener(std::unique_ptr<PgListener>& slot, const char* channel_sql) {
+  std::lock_guard<std::mutex> lock(lmu_);
+  if (!slot)
+    slot = std::make_unique<PgListener>(url_, display_, channel_sql);
+  return *slot;
+}
+
 void PgStore::wait_for_change(std::chrono::milliseconds at_most) {
-  PgListener* l;
-  {
-    std::lock_guard<std::mutex> lock(lmu_);
-    if (!change_listener_)
-      change_listener_ = std::make_unique<PgListener>(url_, display_, kChangeChannel);
-    l = change_listener_.get();
-  }
-  l->wait(at_most);
+  listener(change_listener_, kChangeChannel).wait(at_most);
 }
 
 Store::WorkSignal PgStore::wait_for_work(std::chrono::milliseconds at_most) {
-  PgListener* l;
-  {
-    std::lock_guard<std::mutex> lock(lmu_);
-    if (!work_listener_)
-      work_listener_ = std::make_unique<PgListener>(url_, display_, kQueueChannel);
-    l = work_listener_.get();
-  }
-  return l->wait(at_most) ? WorkSignal::kQueued : WorkSignal::kQuiet;
+  return listener(work_listener_, kQueueChannel).wait(at_most) ? WorkSignal::kQueued
+                                                               : WorkSignal::kQuiet;
 }
 
 }  // namespace engine::internal

@@ -95,12 +95,19 @@ bool settles_op(const std::vector<const Batch*>& batches) {
     if (b->fenced)
       continue;
     for (const auto& o : b->ops) {
-      if (o.state && (*o.state == OpState::kCompleted || *o.state == OpState::kFailedTemp ||
-                      *o.state == OpState::kFailed || *o.state == OpState::kRolledBack))
+      if (o.state && (is_final(*o.state) || *o.state == OpState::kFailedTemp))
         return true;
     }
   }
   return false;
+}
+
+// Inside a transaction of `c`: the active operations daemon `name` held go back to the pool
+// (its earlier start's, or a drained daemon's), and the other daemons hear it.
+void put_back(PgConn& c, const std::string& name) {
+  if (c.run(std::string("UPDATE ops SET owner = NULL WHERE owner = $1 AND ") + kRunningIn, {name})
+          .affected() > 0)
+    notify(c, kQueueChannel);
 }
 
 }  // namespace
@@ -579,11 +586,7 @@ base::Result<Store::Lease> PgStore::register_daemon(const std::string& name, int
                " lease_until_ms = EXCLUDED.lease_until_ms, host = EXCLUDED.host,"
                " pid = EXCLUDED.pid, started_ms = EXCLUDED.started_ms",
            {name, lease.incarnation, ttl_ms, host_name(), static_cast<int64_t>(::getpid())});
-    // What an earlier start of this name held goes back to the pool.
-    if (w_.run(std::string("UPDATE ops SET owner = NULL WHERE owner = $1 AND ") + kRunningIn,
-               {name})
-            .affected() > 0)
-      notify(w_, kQueueChannel);
+    put_back(w_, name);  // what an earlier start of this name held
     return base::Status::Ok();
   });
   if (!s.ok())
@@ -616,12 +619,8 @@ void PgStore::release(const Lease& lease) {
   base::Status s = transaction(w_, [&] {
     auto d = w_.run("DELETE FROM daemons WHERE name = $1 AND incarnation = $2",
                     {lease.name, lease.incarnation});
-    // A drained daemon's operations go back to the pool, and the other daemons hear it.
-    if (d.affected() == 1 &&
-        w_.run(std::string("UPDATE ops SET owner = NULL WHERE owner = $1 AND ") + kRunningIn,
-               {lease.name})
-                .affected() > 0)
-      notify(w_, kQueueChannel);
+    if (d.affected() == 1)
+      put_back(w_, lease.name);  // a drained daemon's
     return base::Status::Ok();
   });
   (void)s;  // best effort: otherwise the lease runs out

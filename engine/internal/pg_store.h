@@ -115,9 +115,9 @@ class PgConn {
 // The channels a commit notifies (pg_notify, delivered when it commits) and listeners
 // LISTEN on: one pair per schema, so databases in schemas of one PostgreSQL database do not
 // wake each other. kQueueChannel: work for the daemons (an operation created, resumed by an
-// operator, cancelled, let go by a daemon). kChangeChannel: an operation's state changed
-// (what `op wait` waits for). The SQL computes the name from current_schema(); the listener
-// reads it back once per connection.
+// operator, cancelled, let go by a daemon). kChangeChannel: an operation settled, or was
+// created or moved by an operator (what `op wait` waits for). The SQL computes the name from
+// current_schema(); the listener reads it back once per connection.
 inline constexpr const char* kQueueChannel = "'vnflow_q_' || to_hex(hashtext(current_schema()))";
 inline constexpr const char* kChangeChannel = "'vnflow_c_' || to_hex(hashtext(current_schema()))";
 
@@ -239,7 +239,9 @@ class PgStore : public Store {
   std::mutex wmu_, rmu_;
   PgConn w_, r_;
   std::string url_;
-  // Made at their first wait (a CLI command that never waits opens no third connection).
+  // Made at their first wait (a CLI command that never waits opens no third connection),
+  // by listener() under lmu_.
+  PgListener& listener(std::unique_ptr<PgListener>& slot, const char* channel_sql);
   std::mutex lmu_;
   std::unique_ptr<PgListener> change_listener_, work_listener_;
 };

@@ -157,6 +157,15 @@ base::Status SqliteStore::init() {
               "the database was written by a newer vnflow (schema " + std::to_string(v) + ")");
         }
         q.reset();
+        // ALTER TABLE packages ADD COLUMN `column` ("name TYPE ..."), unless it is there
+        // (CREATE TABLE IF NOT EXISTS of a newer kSchema may have made it).
+        auto add_package_column = [&](const std::string& column) {
+          SQLite::Statement has(
+              w_, "SELECT count(*) FROM pragma_table_info('packages') WHERE name = ?");
+          has.bind(1, column.substr(0, column.find(' ')));
+          if (has.executeStep() && has.getColumn(0).getInt() == 0)
+            w_.exec("ALTER TABLE packages ADD COLUMN " + column);
+        };
         if (v < 2) {
           // 1 -> 2: a state's outputs ride on the event row committed with them
           // (events.outputs) instead of a row of their own in `outputs`.
@@ -165,16 +174,11 @@ base::Status SqliteStore::init() {
         if (v < 3) {
           // 2 -> 3: SOL005 package states (every package so far was onboarded by the CLI:
           // ONBOARDED, ENABLED, its name as user data).
-          for (std::string column :
+          for (const char* column :
                {"onboarding_state TEXT NOT NULL DEFAULT 'ONBOARDED'",
                 "operational_state TEXT NOT NULL DEFAULT 'ENABLED'",
-                "user_data TEXT NOT NULL DEFAULT '{}'", "failure TEXT NOT NULL DEFAULT ''"}) {
-            SQLite::Statement has(
-                w_, "SELECT count(*) FROM pragma_table_info('packages') WHERE name = ?");
-            has.bind(1, column.substr(0, column.find(' ')));
-            if (has.executeStep() && has.getColumn(0).getInt() == 0)
-              w_.exec("ALTER TABLE packages ADD COLUMN " + column);
-          }
+                "user_data TEXT NOT NULL DEFAULT '{}'", "failure TEXT NOT NULL DEFAULT ''"})
+            add_package_column(column);
           w_.exec(
               "UPDATE packages SET user_data = json_object('name', name)"
               " WHERE name IS NOT NULL AND user_data = '{}'");
@@ -182,11 +186,7 @@ base::Status SqliteStore::init() {
         if (v < 4) {
           // 3 -> 4: the VNFD's own version (SOL003/SOL005 vnfdVersion). Packages stored
           // before keep "" (the version is in their bytes, not read back here).
-          SQLite::Statement has(w_,
-                                "SELECT count(*) FROM pragma_table_info('packages')"
-                                " WHERE name = 'vnfd_version'");
-          if (has.executeStep() && has.getColumn(0).getInt() == 0)
-            w_.exec("ALTER TABLE packages ADD COLUMN vnfd_version TEXT NOT NULL DEFAULT ''");
+          add_package_column("vnfd_version TEXT NOT NULL DEFAULT ''");
         }
         if (v < kSchemaVersion)
           w_.exec("UPDATE meta SET value = '" + std::to_string(kSchemaVersion) +

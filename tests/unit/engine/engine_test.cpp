@@ -501,8 +501,8 @@ TEST_CASE("secret fields of requests, records and outputs are sealed at rest, pl
 }
 
 TEST_CASE("a reader waiting for a change wakes at the next commit, not at its timeout") {
-  // SQLite: a watch on the write-ahead log; PostgreSQL: LISTEN on the schema's channel, which
-  // a commit that changes an operation's state notifies.
+  // SQLite: a watch on the write-ahead log; PostgreSQL: LISTEN on the schema's change
+  // channel, which a new operation's commit notifies.
   TempDir dir;
   auto db = vnflow_test::new_test_db(dir.path);
   auto reader = db.open();
@@ -557,7 +557,7 @@ TEST_CASE("a daemon's store tells it of queued work at the commit (PostgreSQL's 
         Store::WorkSignal::kQueued);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
   CHECK(quiet(300));  // heard once
-  // A claim and a transition that keeps the state are the daemon's own work: no signal.
+  // A claim is the daemon's own work: no signal.
   auto lease = daemon.value()->register_daemon("d1", 5000);
   REQUIRE(lease.ok());
   REQUIRE(daemon.value()->claim(lease.value(), true, 10).value().size() == 1);
