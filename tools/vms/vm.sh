@@ -232,7 +232,7 @@ vm_init() {
   local d u w key
   for d in etc home root var opt usr/local; do
     u=$VMDIR/fs/upper/${d//\//_}
-    w=$VMDIR/fs/work/${d//\//_}
+    w=$VMDIR/fs/overlay-work/${d//\//_}
     mkdir -p "$u" "$w" "/$d"
     mount -t overlay "vnfvm-$NAME" -o "lowerdir=/$d,upperdir=$u,workdir=$w" "/$d"
   done
