@@ -85,6 +85,14 @@ struct ServerOptions {
   // Called (on a server thread) after a request queued work for the engine (every 202):
   // the daemon reads its queue at once instead of at its next poll.
   std::function<void()> on_queued;
+  // Where requests are counted (vnflow_api_requests_total by route pattern, method and
+  // status) and timed; GET /metrics then serves every metric in Prometheus' text format,
+  // with the API's own credentials. nullptr: neither. Not owned; outlives the server.
+  base::Metrics* metrics = nullptr;
+  // A listener for Prometheus alone (--metrics-listen): GET /metrics without credentials,
+  // any other request 404. Its series carry counts, never ids or secrets, so it may listen
+  // on any address. Needs `metrics`.
+  bool metrics_only = false;
 };
 
 // "ADDR:PORT", "[v6]:PORT" or "PORT" (on 127.0.0.1) into `o.address` and `o.port`.
@@ -99,9 +107,9 @@ base::Result<Credentials> load_auth_file(const std::string& path);
 // A file that holds a secret (the credentials file, the TLS key): a regular file no other
 // user may read or write. `what` names it in the error.
 base::Status check_secret_file(const std::string& path, std::string_view what);
-// The options a server may start with: --auth none only on a loopback address, static
-// auth with at least one credential, Keystone auth with a URL and the service user, TLS
-// with both files.
+// The options a server may start with: --auth none only on a loopback address (a metrics
+// listener: anywhere), static auth with at least one credential, Keystone auth with a URL
+// and the service user, TLS with both files.
 base::Status check_options(const ServerOptions& o);
 
 class Server {

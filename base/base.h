@@ -12,9 +12,13 @@
 //   Clock               time behind an interface (LevelDB's Env): the engine, timers,
 //                       backoff, token renewal and stall detection ask a Clock, so tests
 //                       run them on a ManualClock in milliseconds instead of sleeping.
+//   Metrics             counters, gauges and histograms a daemon keeps in memory and
+//                       shows in Prometheus' text format (docs/operations.md).
+//   LogFields           the fields (op_id, instance_id, state, attempt) a structured log
+//                       line carries besides its message.
 //
 // Not here: domain types, Asio, logging sinks (the daemon sets those).
-// Threading: all types are values; a Diagnostics sink is not thread-safe.
+// Threading: all types are values; a Diagnostics sink is not thread-safe; Metrics is.
 // Design notes: docs/architecture.md, docs/diagnostics.md.
 #pragma once
 
@@ -23,7 +27,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <initializer_list>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -327,5 +335,71 @@ inline std::optional<ErrorClass> parse_error_class(std::string_view name) {
     return ErrorClass::kCancelled;
   return std::nullopt;
 }
+
+// ---------------------------------------------------------------------------------------
+// Log fields
+
+// Key/value pairs that the log lines written on this thread carry while the scope lives,
+// besides their message: what a JSON log (vnflow daemon --log-format json) writes as fields
+// of its own, so a collector can select an operation's lines. Scopes nest (an inner one adds
+// to the outer ones). The human format ignores them: its messages name what they are about.
+class LogFields {
+ public:
+  using Field = std::pair<std::string, std::string>;
+  explicit LogFields(std::initializer_list<Field> fields);
+  ~LogFields();
+  LogFields(const LogFields&) = delete;
+  LogFields& operator=(const LogFields&) = delete;
+  // This thread's fields, the outermost scope's first.
+  static const std::vector<Field>& current();
+
+ private:
+  size_t n_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Metrics
+
+// A daemon's metrics, in memory, rendered in Prometheus' text exposition format (0.0.4).
+// A family is declared once (name, help, label names; a histogram's bucket bounds); its
+// series are addressed by label values. Label values must come from small sets (an
+// operation, a state, an action kind, an HTTP route pattern and status), never from ids,
+// so the number of series stays bounded. Use of an undeclared family, or with the wrong
+// number of label values, is a bug: BASE_CHECK. Thread-safe.
+class Metrics {
+ public:
+  enum class Type { kCounter, kGauge, kHistogram };
+  using Labels = std::initializer_list<std::string_view>;
+
+  Metrics();
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // `name`: [a-zA-Z_:][a-zA-Z0-9_:]*; `buckets`: increasing upper bounds (histograms only;
+  // +Inf is implied). Declaring a family again with the same shape is a no-op.
+  void declare(std::string_view name, Type type, std::string_view help,
+               std::vector<std::string> label_names, std::vector<double> buckets = {});
+  void add(std::string_view name, Labels values, double v = 1);  // counter, gauge
+  void set(std::string_view name, Labels values, double v);      // gauge
+  void observe(std::string_view name, Labels values, double v);  // histogram
+  // Forgets every series of a gauge family (before a collector sets it afresh, so a
+  // series that went away does not linger).
+  void clear(std::string_view name);
+  // Called by text() before rendering (not under the lock): fills gauges read from
+  // elsewhere, such as the store's operation counts.
+  void on_collect(std::function<void(Metrics&)> collector);
+  // The exposition: families in declaration order, series sorted by label values.
+  std::string text();
+  // One series' value (a histogram's: its count), 0 when it has none yet. For tests.
+  double value(std::string_view name, Labels values);
+
+  // `n` bounds from `first`, each `factor` times the one before.
+  static std::vector<double> exponential_buckets(double first, double factor, int n);
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 }  // namespace base

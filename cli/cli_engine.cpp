@@ -3,17 +3,20 @@
 // lifecycle live there).
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 
 #include <boost/json.hpp>
 #include <fcntl.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -295,6 +298,11 @@ const CommandSpec& daemon_command() {
           "  --lease-ms N        PostgreSQL: how long its lease lasts unrenewed; another\n"
           "                      daemon takes its operations over once it ran out\n"
           "                      (1000 to 600000, default 10000)\n"
+          "  --metrics-listen ADDR:PORT  serve GET /metrics (Prometheus' text format) on\n"
+          "                      ADDR:PORT without credentials (PORT alone: 127.0.0.1);\n"
+          "                      counts only, no ids (docs/operations.md)\n"
+          "  --log-format F      human (default) or json: one JSON object a line, with the\n"
+          "                      operation's op_id, instance_id, state and attempt\n"
           "\n"
           "The ETSI REST API (SOL003 /vnflcm/v1, SOL005 /vnfpkgm/v1; docs/api.md), served\n"
           "beside the engine when --listen or --api is given:\n"
@@ -326,6 +334,8 @@ const CommandSpec& daemon_command() {
        "--max-redispatch",
        "--name",
        "--lease-ms",
+       "--metrics-listen",
+       "--log-format",
        "--listen",
        "--auth",
        "--auth-file",
@@ -833,6 +843,38 @@ class PrintableSink : public spdlog::sinks::sink {
   std::shared_ptr<spdlog::sinks::sink> inner_;
 };
 
+// --log-format json: one JSON object a line on stderr: time, level, msg, and the fields of
+// the scope it was written in (base::LogFields: op_id, instance_id, state, attempt, ...).
+// JSON's escapes keep every line one line; printable(kJson) removes what a terminal would
+// still obey (C1, bidi controls) and keeps the document valid for bytes that are not UTF-8.
+class JsonLogSink : public spdlog::sinks::base_sink<std::mutex> {
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    json::object line;
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(msg.time.time_since_epoch());
+    line["time"] = engine::iso_time(ms.count());
+    auto level = spdlog::level::to_string_view(msg.level);
+    line["level"] = std::string_view(level.data(), level.size());
+    line["msg"] = std::string_view(msg.payload.data(), msg.payload.size());
+    for (const auto& [k, v] : base::LogFields::current()) {
+      if (v.empty() || k == "time" || k == "level" || k == "msg")
+        continue;
+      if (k == "attempt" || k == "item")  // numbers
+        line[k] = std::strtoll(v.c_str(), nullptr, 10);
+      else
+        line[k] = v;
+    }
+    std::string text = base::printable(json::serialize(line), base::PrintMode::kJson) + "\n";
+    std::fwrite(text.data(), 1, text.size(), stderr);
+  }
+  void flush_() override { std::fflush(stderr); }
+};
+
+void use_json_log() {
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("vnflow", std::make_shared<JsonLogSink>()));
+}
+
 int cmd_key(const Opts& o) {
   std::string path = db_path(o);
   if (base::Status s = engine::rotate_database_key(path); !s.ok())
@@ -936,21 +978,49 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
     return usage_error(spec,
                        "--auth, --auth-file, --tls-* and --api-page-size need --listen or --api");
   }
+  std::optional<api::ServerOptions> mo;
+  if (o.has("--metrics-listen")) {
+    mo.emplace();
+    mo->auth = api::AuthMode::kNone;
+    mo->metrics_only = true;
+    mo->threads = 1;
+    mo->max_connections = 16;
+    mo->body_limit = mo->package_body_limit = 4096;
+    if (base::Status s = api::parse_listen(o.get("--metrics-listen"), *mo); !s.ok())
+      return usage_error(spec, "--metrics-" + s.message().substr(2));  // "--listen ..."
+  }
+  if (o.has("--log-format")) {
+    if (o.get("--log-format") != "human" && o.get("--log-format") != "json")
+      return usage_error(spec, "--log-format takes \"human\" or \"json\"");
+    if (o.get("--log-format") == "json")
+      use_json_log();
+  }
   d.db_path = db_path(o);
   d.work_dir = o.get("--work-dir");
   engine::Daemon daemon(std::move(d));
   if (base::Status s = daemon.start(); !s.ok())
     return fail(s);
-  std::optional<api::Server> server;
+  std::optional<api::Server> server, metrics_server;
   if (ao) {
     ao->on_queued = [&daemon] { daemon.wake(); };
+    ao->metrics = &daemon.metrics();
     server.emplace(*daemon.store(), std::move(*ao));
     if (base::Status s = server->start(); !s.ok())
       return fail(s);
   }
+  if (mo) {
+    mo->metrics = &daemon.metrics();
+    metrics_server.emplace(*daemon.store(), std::move(*mo));
+    if (base::Status s = metrics_server->start(); !s.ok())
+      return fail(s);
+  }
+  engine::notify_service("READY=1\nSTATUS=running the operations of " +
+                         engine::display_db(daemon.options().db_path));
   daemon.run();
   if (server)
     server->stop();
+  if (metrics_server)
+    metrics_server->stop();
   return 0;
 }
 

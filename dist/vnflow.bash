@@ -65,7 +65,10 @@ _vnflow() {
         --cacert --heat-env --default --server --token-file --ca-file --id
         --orchestration-endpoint --heat-stall-secs" ;;
     key) subs="rotate"; opts="--help --db" ;;
-    daemon) opts="--help --db --workers --work-dir --poll-ms --hook-user --max-redispatch" ;;
+    daemon) opts="--help --db --workers --work-dir --poll-ms --hook-user --max-redispatch --name
+      --lease-ms --metrics-listen --log-format --listen --api --auth --auth-file --api-page-size
+      --keystone-url --keystone-role --keystone-project --keystone-cacert --tls-cert --tls-key
+      --trust --signing-cert --require-signature" ;;
     *) return ;;
   esac
 

@@ -159,6 +159,13 @@ struct Batch {
   }
 };
 
+// How many operations are in one state (Store::count_ops).
+struct OpCount {
+  std::string operation;
+  OpState state = OpState::kStarting;
+  int64_t n = 0;
+};
+
 struct OpFilter {
   std::string instance_id;  // "" for every instance
   std::optional<OpState> state;
@@ -204,6 +211,8 @@ class Store {
   virtual base::Status create_op(const OpRecord& rec) = 0;
   virtual base::Result<OpRecord> get_op(std::string_view id) = 0;
   virtual base::Result<std::vector<OpRecord>> list_ops(const OpFilter& f) = 0;
+  // The number of operations by operation and state (the metrics' gauges).
+  virtual base::Result<std::vector<OpCount>> count_ops() = 0;
   // Moves an operation from one of `from` to `to` (clears the owner, sets the error when
   // given); kFailedPrecondition naming the current state otherwise.
   virtual base::Result<OpRecord> transition(std::string_view id, const std::vector<OpState>& from,
@@ -326,7 +335,16 @@ struct EngineOptions {
   // Where time comes from: timers, durable waits, retry backoff, record stamps. Tests give
   // a base::ManualClock. Not owned; outlives the Engine.
   base::Clock* clock = &base::Clock::real();
+  // Where the engine counts commits, transitions, actions and settled operations
+  // (declare_engine_metrics); nullptr: nowhere. Not owned; outlives the Engine.
+  base::Metrics* metrics = nullptr;
 };
+
+// Declares the engine's metric families in `m` (docs/operations.md lists them).
+void declare_engine_metrics(base::Metrics& m);
+// Sets the gauges read from the store (operations by operation and state, the queue's
+// depth): a collector a daemon registers (base::Metrics::on_collect).
+void collect_store_metrics(base::Metrics& m, Store& store);
 
 struct EngineStats {
   uint64_t commits = 0;  // transactions
@@ -589,6 +607,9 @@ class Daemon {
   // After a successful start(): the open database, shared with a REST API beside the
   // engine (a Store is thread-safe). nullptr before.
   Store* store();
+  // The daemon's metrics (base::Metrics): the engine's, and the store's counts read at each
+  // rendering once start() succeeded. A REST API beside the engine adds its own.
+  base::Metrics& metrics();
   const DaemonOptions& options() const;  // with the work root and owner filled in
 
   struct Impl;
@@ -603,6 +624,12 @@ class Daemon {
 // poll reads the request. On PostgreSQL it does nothing: the store's commit that queued the
 // work notifies every daemon (Store::wait_for_work).
 void wake_daemon(const std::string& db);
+
+// Tells systemd (sd_notify(3), for a Type=notify unit) `message`: "READY=1" once the daemon
+// and its API serve, "STOPPING=1" when it drains, "STATUS=..." lines. $NOTIFY_SOCKET is read
+// at the first call (Daemon::start makes one) and removed from the environment, so hooks
+// cannot speak for the daemon. Does nothing when not started by systemd.
+void notify_service(std::string_view message);
 
 // Re-seals every secret of the database at `path` with a new key (Store::rotate_key),
 // holding the daemon's lock meanwhile: refused while a daemon runs on it (the daemon keeps

@@ -14,6 +14,8 @@ packages=(
   # tests/api: clients of the REST API (curl; python-tackerclient's openstack vnflcm ...) and
   # ETSI's response schemas checked with python3-jsonschema
   curl python3-jsonschema python3-openstackclient python3-tackerclient
+  # tests/service: the JSON log read with jq (Prometheus: tools/prometheus/start.sh)
+  jq
 )
 for flag in "$@"; do
   case $flag in

@@ -49,7 +49,7 @@ setup() {  # setup DIR [meson options...]
 
 # werror is for CI and developers; users' and packagers' builds leave it off (meson.build).
 setup build -Dwerror=true
-run_suites build unit golden api corpus crash openstack ssh e2e postgres
+run_suites build unit golden api corpus crash openstack ssh e2e postgres service
 
 if [[ $quick != --quick ]]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1

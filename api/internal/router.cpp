@@ -5,6 +5,7 @@
 // requests), vimConnectionInfo as a map, and no cancel.
 #include "api/internal/router.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -527,6 +528,54 @@ HttpResponse lcm(const Ctx& c) {
 }
 
 }  // namespace
+
+std::string route_pattern(std::string_view target) {
+  std::string_view path = target.substr(0, target.find('?'));
+  if (path == "/metrics" || path == "/vnflcm/api_versions" || path == "/vnfpkgm/api_versions")
+    return std::string(path);
+  std::string_view prefix;
+  for (std::string_view p : {kLcm, kLcm2, kPkgm}) {
+    if (path.size() > p.size() && path.compare(0, p.size(), p) == 0 && path[p.size()] == '/')
+      prefix = p;
+  }
+  if (prefix.empty())
+    return "other";
+  std::vector<std::string_view> segs;
+  for (std::string_view rest = path.substr(prefix.size() + 1); segs.size() <= 8;) {
+    size_t slash = rest.find('/');
+    segs.push_back(rest.substr(0, slash));
+    if (slash == std::string_view::npos)
+      break;
+    rest.remove_prefix(slash + 1);
+  }
+  auto one_of = [](std::string_view s, std::initializer_list<std::string_view> words) {
+    return std::find(words.begin(), words.end(), s) != words.end();
+  };
+  std::string out(prefix);
+  if (!one_of(segs[0], {"api_versions", "vnf_instances", "vnf_lcm_op_occs", "vnf_packages",
+                        "subscriptions"}))
+    return "other";
+  out += "/" + std::string(segs[0]);
+  if (segs.size() >= 2)
+    out += segs[1].empty() ? "/" : "/{id}";
+  if (segs.size() >= 3) {
+    if (!one_of(segs[2],
+                {"instantiate", "terminate", "heal", "scale", "scale_to_level", "change_flavour",
+                 "change_ext_conn", "change_vnfpkg", "operate", "retry", "rollback", "fail",
+                 "cancel", "package_content", "vnfd", "manifest", "artifacts"}))
+      return "other";
+    out += "/" + std::string(segs[2]);
+  }
+  if (segs.size() >= 4) {
+    if (segs[2] == "artifacts")
+      out += "/{path}";
+    else if (segs.size() == 4 && segs[2] == "package_content" && segs[3] == "upload_from_uri")
+      out += "/upload_from_uri";
+    else
+      return "other";
+  }
+  return out;
+}
 
 HttpResponse problem_response(int status, std::string title, std::string detail) {
   HttpResponse r;

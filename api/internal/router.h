@@ -71,6 +71,11 @@ HttpResponse list_response(const Ctx& c, std::vector<json::object> docs, const D
 // /vnfpkgm/v1 (packages.cpp).
 HttpResponse packages(const Ctx& c);
 
+// A request target as a metrics label: its path with every id replaced by {id} (an
+// artifact's path by {path}), e.g. /vnflcm/v1/vnf_instances/{id}/instantiate. A path of
+// no known shape is "other", so a client cannot make up label values.
+std::string route_pattern(std::string_view target);
+
 class Router {
  public:
   Router(engine::Store& store, size_t page_size, std::function<void()> on_queued = {},

@@ -143,7 +143,12 @@ base::Result<Credentials> load_auth_file(const std::string& path) {
 }
 
 base::Status check_options(const ServerOptions& o) {
-  if (o.auth == AuthMode::kNone && !is_loopback(o.address))
+  if (o.metrics_only) {
+    if (o.metrics == nullptr)
+      return base::Status::InvalidArgument("a metrics listener needs the daemon's metrics");
+    if (o.auth != AuthMode::kNone)
+      return base::Status::InvalidArgument("a metrics listener takes no credentials");
+  } else if (o.auth == AuthMode::kNone && !is_loopback(o.address))
     return base::Status::InvalidArgument("--auth none is only allowed on a loopback address, not " +
                                          o.address);
   if (o.auth == AuthMode::kStatic && o.credentials.tokens.empty() && o.credentials.basic.empty())
@@ -198,7 +203,16 @@ struct Server::Impl {
         opt(std::move(o)),
         auth(opt),
         router(s, opt.page_size, opt.on_queued, opt.package_checks),
-        ioc(opt.threads) {}
+        ioc(opt.threads) {
+    if (opt.metrics != nullptr) {
+      opt.metrics->declare("vnflow_api_requests_total", base::Metrics::Type::kCounter,
+                           "REST API requests answered, by route pattern, method and status.",
+                           {"route", "method", "status"});
+      opt.metrics->declare("vnflow_api_request_duration_seconds", base::Metrics::Type::kHistogram,
+                           "From a request's header read to its answer, by route pattern.",
+                           {"route"}, base::Metrics::exponential_buckets(0.0005, 4, 9));
+    }
+  }
 
   base::Status load_tls();
   void accept();
@@ -287,6 +301,16 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (ec)
       return fail(ec);
     auto& req = parser_->get();
+    started_ = std::chrono::steady_clock::now();
+    path_ = std::string(req.target().substr(0, req.target().find('?')));
+    route_ = internal::route_pattern(path_);
+    method_ = "other";
+    for (std::string_view m : {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}) {
+      if (req.method_string() == m)
+        method_ = m;
+    }
+    if (srv_.opt.metrics_only)  // no credentials; the body is read and ignored
+      return authorized(internal::Verdict::kAllowed);
     // Credentials before the body: nobody unauthenticated makes the server read (and hold)
     // up to the package limit. The body is not read, so the connection closes.
     std::string_view token = header(req, "X-Auth-Token"), authz = header(req, "Authorization");
@@ -385,7 +409,12 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       in.base_url = srv_.scheme + "://" + std::string(host);
     internal::HttpResponse r;
     try {
-      r = srv_.router.handle(in);
+      if (route_ == "/metrics" && srv_.opt.metrics != nullptr)
+        r = metrics_response(in.method);
+      else if (srv_.opt.metrics_only)
+        r = internal::problem_response(404, "Not Found", "this listener serves GET /metrics only");
+      else
+        r = srv_.router.handle(in);
     } catch (const std::exception& e) {
       spdlog::error("api: request failed method={} error=\"{}\"", in.method, e.what());
       r = internal::problem_response(500, "Internal Server Error", "the request failed");
@@ -395,7 +424,32 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     send(std::move(r), keep);
   }
 
+  internal::HttpResponse metrics_response(const std::string& method) {
+    if (method != "GET" && method != "HEAD")
+      return internal::method_not_allowed(method, "GET");
+    internal::HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = srv_.opt.metrics->text();
+    return r;
+  }
+
+  // Every answer: counted, timed and logged (one access-log line; a scrape that succeeded
+  // is not logged, Prometheus asks every few seconds).
+  void account(int status) {
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - started_;
+    if (base::Metrics* m = srv_.opt.metrics) {
+      std::string code = std::to_string(status);
+      m->add("vnflow_api_requests_total", {route_, method_, code});
+      m->observe("vnflow_api_request_duration_seconds", {route_}, took.count());
+    }
+    if (route_ == "/metrics" && status == 200)
+      return;
+    spdlog::info("api: {} {} {} {:.1f} ms", method_, path_.substr(0, 200), status,
+                 took.count() * 1000);
+  }
+
   void send(internal::HttpResponse r, bool keep) {
+    account(r.status);
     auto res = std::make_shared<http::response<http::string_body>>();
     res->version(11);
     res->result(static_cast<unsigned>(r.status));
@@ -432,6 +486,12 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   beast::flat_buffer buffer_;
   std::optional<Request> parser_;
   Server::Impl& srv_;
+  // The request being answered (before its header is read: "other", at the connection's
+  // start), for the metrics and the access log.
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::string path_ = "-";
+  std::string route_ = "other";
+  std::string_view method_ = "other";
 };
 
 template <class Stream, class... Args>
@@ -520,7 +580,11 @@ base::Status Server::start() {
   i.accept();
   for (int n = 0; n < i.opt.threads; ++n)
     i.threads.emplace_back([&i] { i.ioc.run(); });
-  spdlog::info("api: listening on {} (auth {})", i.base_url, i.auth.describe());
+  if (i.opt.metrics_only)
+    spdlog::info("metrics: listening on {}/metrics (Prometheus' text format, no credentials)",
+                 i.base_url);
+  else
+    spdlog::info("api: listening on {} (auth {})", i.base_url, i.auth.describe());
   return base::Status::Ok();
 }
 

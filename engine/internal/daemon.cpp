@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cerrno>
 #include <csignal>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -242,10 +243,54 @@ base::Status rotate_database_key(const std::string& path) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Service manager
+
+namespace {
+
+// $NOTIFY_SOCKET, read once and removed from the environment (hooks inherit the
+// environment and must not speak for the daemon); "" when not started by systemd.
+const std::string& notify_socket() {
+  static const std::string path = [] {
+    const char* p = std::getenv("NOTIFY_SOCKET");
+    std::string s = p != nullptr ? p : "";
+    ::unsetenv("NOTIFY_SOCKET");
+    if (s.size() >= sizeof(sockaddr_un::sun_path) || (s[0] != '/' && s[0] != '@'))
+      s.clear();
+    return s;
+  }();
+  return path;
+}
+
+}  // namespace
+
+void notify_service(std::string_view message) {
+  const std::string& path = notify_socket();
+  if (path.empty())
+    return;
+  int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return;
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.data(), path.size());
+  if (path[0] == '@')
+    a.sun_path[0] = '\0';  // an abstract socket
+  auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size());
+  if (::sendto(fd, message.data(), message.size(), MSG_NOSIGNAL,
+               reinterpret_cast<const sockaddr*>(&a), len) < 0)
+    spdlog::warn("cannot tell the service manager \"{}\": {}",
+                 std::string(message.substr(0, message.find('\n'))), std::strerror(errno));
+  ::close(fd);
+}
+
+// ---------------------------------------------------------------------------------------
 // Daemon
 
 struct Daemon::Impl {
   DaemonOptions opt;
+  // The daemon's metrics: the engine's counters, the store's counts at each scrape, and
+  // whatever a REST API beside it adds (api::ServerOptions::metrics).
+  base::Metrics metrics;
   std::atomic<int> signals_seen{0};
   std::atomic<Engine*> running{nullptr};
   boost::asio::io_context sig_io;
@@ -352,6 +397,8 @@ struct Daemon::Impl {
       spdlog::info(
           "signal {}: {}", sig,
           n == 1 ? "draining (in-flight steps finish; a second signal stops now)" : "stopping now");
+      if (n == 1)
+        notify_service("STOPPING=1\nSTATUS=draining");
       if (Engine* e = running.load())
         e->stop(n == 1);
       wait_signal();
@@ -386,6 +433,7 @@ struct Daemon::Impl {
   }
 
   base::Status start() {
+    (void)notify_socket();  // out of the environment before any hook can start
     // Hooks run as the daemon's user unless a hook user is given: not dumpable, this
     // process's memory (the database key, VIM secrets) and /proc/<pid>/fd stay out of their
     // reach.
@@ -445,7 +493,13 @@ struct Daemon::Impl {
     opt.engine.work_root = !opt.work_dir.empty() ? opt.work_dir : default_work.string();
     if (!is_postgres_url(opt.db_path))
       opt.engine.owner = "daemon-" + std::to_string(::getpid());
+    opt.engine.metrics = &metrics;
     engine = std::make_unique<Engine>(*store, opt.registry, opt.engine);
+    metrics.on_collect([this](base::Metrics& m) {
+      if (Engine* e = running.load())
+        m.set("vnflow_running_operations", {}, static_cast<double>(e->stats().running_ops));
+      collect_store_metrics(m, *store);
+    });
     // The work root, and no hook of a previous daemon still running (waits up to 30 s).
     if (base::Status s = engine->prepare(); !s.ok())
       return s;
@@ -513,6 +567,10 @@ void Daemon::wake() {
 
 Store* Daemon::store() {
   return impl_->engine ? impl_->store.get() : nullptr;
+}
+
+base::Metrics& Daemon::metrics() {
+  return impl_->metrics;
 }
 
 const DaemonOptions& Daemon::options() const {

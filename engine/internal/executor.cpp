@@ -44,6 +44,7 @@ struct LiveRun : Run {
   int64_t armed_at = 0;
   bool work_dir_made = false;  // the instance's work directory exists (made once per load)
   int64_t epoch = 0;           // the claim this daemon holds it under (Store::claim)
+  int64_t created_ms = 0;      // when it was requested (its duration's start, for metrics)
 };
 
 struct Engine::Impl {
@@ -154,6 +155,8 @@ struct Engine::Impl {
         pool(static_cast<size_t>(std::max(1, opt.workers))) {
     private_files = store.private_files();
     add_vim_actions(registry, &store);
+    if (opt.metrics != nullptr)
+      declare_engine_metrics(*opt.metrics);
     if (!opt.hook_user.empty()) {
       // The rule is check_hook_user's (daemon.cpp); here only the ids are read.
       struct passwd pw {};
@@ -234,6 +237,7 @@ struct Engine::Impl {
     ptrs.reserve(group.size());
     for (const auto& r : group)
       ptrs.push_back(&r.batch);
+    auto started = std::chrono::steady_clock::now();
     base::Status st = store.apply(ptrs);
     {
       std::lock_guard<std::mutex> l(stats_mu);
@@ -242,6 +246,22 @@ struct Engine::Impl {
       if (!st.ok())
         stats.commit_failures++;
     }
+    if (base::Metrics* m = opt.metrics) {
+      std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+      m->add("vnflow_commits_total", {});
+      m->observe("vnflow_commit_duration_seconds", {}, took.count());
+      m->observe("vnflow_commit_batch_size", {}, static_cast<double>(group.size()));
+      if (st.ok())
+        m->add("vnflow_transitions_committed_total", {}, static_cast<double>(group.size()));
+      else
+        m->add("vnflow_commit_failures_total", {});
+    }
+    if (st.ok()) {
+      for (const auto& r : group) {
+        if (!r.batch.fenced)
+          log_committed(r.batch);
+      }
+    }
     if (st.ok() && commit_fail_streak > 0) {
       spdlog::info("commits succeed again after {} failed ones", commit_fail_streak);
       commit_fail_streak = 0;
@@ -249,6 +269,55 @@ struct Engine::Impl {
     }
     for (auto& r : group)
       r.done(st, r.batch.fenced);
+  }
+
+  // The log's account of an operation: its start, its settled state and every failed
+  // attempt, written once committed (the log never tells what the history lacks). Each line
+  // carries the operation's fields (base::LogFields) for a JSON log.
+  void log_committed(const Batch& b) {
+    for (const EventRecord& e : b.events) {
+      if (e.kind != "failed" && e.kind != "retry_scheduled" && e.kind != "op_completed" &&
+          e.kind != "op_failed_temp" && e.kind != "op_rolled_back" && e.kind != "op_processing" &&
+          e.kind != "compensating")
+        continue;
+      auto it = runs.find(e.op_id);
+      std::string instance = it != runs.end() ? it->second->instance_id : "";
+      std::string operation = it != runs.end() ? it->second->operation : "";
+      base::LogFields f{{"op_id", e.op_id},
+                        {"instance_id", instance},
+                        {"operation", operation},
+                        {"state", e.state},
+                        {"attempt", e.attempt > 0 ? std::to_string(e.attempt) : ""},
+                        {"item", e.item >= 0 ? std::to_string(e.item) : ""},
+                        {"event", e.kind}};
+      std::string what =
+          "operation " + e.op_id + " (" + operation + " of instance " + instance + ")";
+      auto text = [&e](const char* key) {
+        const json::value* v = e.data.is_object() ? e.data.get_object().if_contains(key) : nullptr;
+        return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+      };
+      if (e.kind == "op_processing") {
+        spdlog::info("{}: PROCESSING", what);
+      } else if (e.kind == "op_completed") {
+        spdlog::info("{}: COMPLETED", what);
+      } else if (e.kind == "op_rolled_back") {
+        spdlog::info("{}: ROLLED_BACK", what);
+      } else if (e.kind == "compensating") {
+        spdlog::info("{}: rolling back: compensating {}", what, e.state);
+      } else if (e.kind == "op_failed_temp") {
+        spdlog::warn("{}: FAILED_TEMP at {}: {}", what, e.state, text("message"));
+      } else {
+        std::string item = e.item >= 0 ? " item " + std::to_string(e.item) : "";
+        std::string retry;
+        if (e.kind == "retry_scheduled") {
+          const json::value* d =
+              e.data.is_object() ? e.data.get_object().if_contains("delay_s") : nullptr;
+          retry = fmt::format("; retried in {:.3g} s", d != nullptr ? d->to_number<double>() : 0.0);
+        }
+        spdlog::warn("{}: {}{} attempt {} failed ({}): {}{}", what, e.state, item, e.attempt,
+                     text("class"), text("message"), retry);
+      }
+    }
   }
 
   void note_commit_failure(const std::string& id, const base::Status& st) {
@@ -340,6 +409,7 @@ struct Engine::Impl {
       return;
     LiveRun& r = *itr->second;
     r.committing = false;
+    base::LogFields f{{"op_id", r.id}, {"instance_id", r.instance_id}, {"operation", r.operation}};
     if (!st.ok()) {
       note_commit_failure(id, st);
       drop_and_reload(id);
@@ -364,6 +434,13 @@ struct Engine::Impl {
     }
     if (r.final_) {
       OpState final_state = r.final_state;
+      if (base::Metrics* m = opt.metrics) {
+        std::string_view state = to_string(final_state);
+        m->add("vnflow_operations_settled_total", {r.operation, state});
+        if (r.created_ms > 0)
+          m->observe("vnflow_operation_duration_seconds", {r.operation, state},
+                     static_cast<double>(std::max<int64_t>(0, now() - r.created_ms)) / 1000);
+      }
       runs.erase(itr);
       known.erase(id);
       {
@@ -496,6 +573,7 @@ struct Engine::Impl {
     int cur = 0;
     std::unique_ptr<asio::steady_timer> timer;
     int polls = 0;
+    std::chrono::steady_clock::time_point dispatched = std::chrono::steady_clock::now();
   };
 
   void run_job(const std::shared_ptr<Job>& job) {
@@ -529,6 +607,13 @@ struct Engine::Impl {
                                       job->action_name +
                                           ": not finished within the state's timeout (" +
                                           std::to_string(job->polls + 1) + " polls)");
+    }
+    if (base::Metrics* m = opt.metrics; m != nullptr && !hard_stop) {
+      std::string_view kind =
+          job->action != nullptr ? std::string_view(job->action_name) : "unknown";
+      std::chrono::duration<double> took = std::chrono::steady_clock::now() - job->dispatched;
+      m->add("vnflow_actions_total", {kind, out.ok ? "ok" : base::to_string(out.error_class)});
+      m->observe("vnflow_action_duration_seconds", {kind}, took.count());
     }
     asio::post(io, [this, job, out = std::move(out)] {
       on_result(job->id, job->gen, job->item, job->cur, out);
@@ -622,6 +707,7 @@ struct Engine::Impl {
     r->operation = op.operation;
     r->gen = next_gen++;
     r->epoch = op.epoch;
+    r->created_ms = op.created_ms;
     r->state = op.state;
     r->request = op.request;
     r->cancel = op.cancel_requested;
@@ -673,9 +759,12 @@ struct Engine::Impl {
       stats.running_ops = runs.size();
     }
     ref.cyclic = cyclic(op.machine_digest, *ref.m);
-    for (const auto& state : stepper.resume(ref, op.state, now(), stopping))
+    for (const auto& state : stepper.resume(ref, op.state, now(), stopping)) {
+      base::LogFields f{
+          {"op_id", ref.id}, {"instance_id", ref.instance_id}, {"operation", ref.operation}};
       spdlog::error("operation {}: step {} re-dispatched more than {} times; not again", ref.id,
                     state, opt.max_redispatch);
+    }
     after_step(ref);
   }
 

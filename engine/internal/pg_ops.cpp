@@ -387,6 +387,23 @@ base::Result<std::vector<OpRecord>> PgStore::list_ops(const OpFilter& f) {
   return out;
 }
 
+base::Result<std::vector<OpCount>> PgStore::count_ops() {
+  std::lock_guard<std::mutex> lock(rmu_);
+  std::vector<OpCount> out;
+  base::Status s = guard(r_, [&] {
+    auto q = r_.run("SELECT operation, state, count(*) FROM ops GROUP BY operation, state", {});
+    for (int i = 0; i < q.rows(); ++i) {
+      auto state = parse_op_state(q.text(i, 1));
+      if (state)
+        out.push_back({q.text(i, 0), *state, q.i64(i, 2)});
+    }
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  return out;
+}
+
 base::Result<OpRecord> PgStore::transition(std::string_view id, const std::vector<OpState>& from,
                                            OpState to, const std::optional<std::string>& error) {
   std::lock_guard<std::mutex> lock(wmu_);

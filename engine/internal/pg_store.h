@@ -169,6 +169,7 @@ class PgStore : public Store {
   base::Status create_op(const OpRecord& rec) override;
   base::Result<OpRecord> get_op(std::string_view id) override;
   base::Result<std::vector<OpRecord>> list_ops(const OpFilter& f) override;
+  base::Result<std::vector<OpCount>> count_ops() override;
   base::Result<OpRecord> transition(std::string_view id, const std::vector<OpState>& from,
                                     OpState to, const std::optional<std::string>& error) override;
   base::Status request_cancel(std::string_view id) override;

@@ -226,6 +226,23 @@ base::Result<std::vector<OpRecord>> SqliteStore::list_ops(const OpFilter& f) {
   return out;
 }
 
+base::Result<std::vector<OpCount>> SqliteStore::count_ops() {
+  std::lock_guard<std::mutex> lock(rmu_);
+  std::vector<OpCount> out;
+  base::Status s = guard([&] {
+    SQLite::Statement q(r_, "SELECT operation, state, count(*) FROM ops GROUP BY operation, state");
+    while (q.executeStep()) {
+      auto state = parse_op_state(q.getColumn(1).getString());
+      if (state)
+        out.push_back({q.getColumn(0).getString(), *state, q.getColumn(2).getInt64()});
+    }
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  return out;
+}
+
 base::Result<OpRecord> SqliteStore::transition(std::string_view id,
                                                const std::vector<OpState>& from, OpState to,
                                                const std::optional<std::string>& error) {

@@ -66,6 +66,7 @@ class StoreWrapper : public engine::Store {
   base::Result<std::vector<engine::OpRecord>> list_ops(const engine::OpFilter& f) override {
     return inner_.list_ops(f);
   }
+  base::Result<std::vector<engine::OpCount>> count_ops() override { return inner_.count_ops(); }
   base::Result<engine::OpRecord> transition(std::string_view id,
                                             const std::vector<engine::OpState>& from,
                                             engine::OpState to,

@@ -266,3 +266,25 @@ TEST_CASE("bad requests get a 4xx ProblemDetails and change nothing", "[api][rou
 }
 
 }  // namespace
+
+TEST_CASE("a request's route for the metrics: ids out, unknown shapes 'other'", "[api][router]") {
+  using api::internal::route_pattern;
+  CHECK(route_pattern("/vnflcm/v1/vnf_instances") == "/vnflcm/v1/vnf_instances");
+  CHECK(route_pattern("/vnflcm/v1/vnf_instances?filter=(eq,id,x)") == "/vnflcm/v1/vnf_instances");
+  CHECK(route_pattern("/vnflcm/v2/vnf_instances/0f1e/instantiate") ==
+        "/vnflcm/v2/vnf_instances/{id}/instantiate");
+  CHECK(route_pattern("/vnflcm/v1/vnf_lcm_op_occs/abc/retry") ==
+        "/vnflcm/v1/vnf_lcm_op_occs/{id}/retry");
+  CHECK(route_pattern("/vnfpkgm/v1/vnf_packages/p/artifacts/a/b/c.sh") ==
+        "/vnfpkgm/v1/vnf_packages/{id}/artifacts/{path}");
+  CHECK(route_pattern("/vnfpkgm/v1/vnf_packages/p/package_content/upload_from_uri") ==
+        "/vnfpkgm/v1/vnf_packages/{id}/package_content/upload_from_uri");
+  CHECK(route_pattern("/vnflcm/api_versions") == "/vnflcm/api_versions");
+  CHECK(route_pattern("/metrics") == "/metrics");
+  // What a client makes up never becomes a label value.
+  CHECK(route_pattern("/vnflcm/v1/made-up") == "other");
+  CHECK(route_pattern("/vnflcm/v1/vnf_instances/x/made-up") == "other");
+  CHECK(route_pattern("/vnflcm/v1/vnf_instances/x/instantiate/y") == "other");
+  CHECK(route_pattern("/etc/passwd") == "other");
+  CHECK(route_pattern("") == "other");
+}

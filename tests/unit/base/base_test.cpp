@@ -92,3 +92,60 @@ TEST_CASE("Result carries a value or the status", "[base]") {
   CHECK_FALSE(bad.ok());
   CHECK(bad.status().to_string() == "not_found: no such thing");
 }
+
+TEST_CASE("metrics render in Prometheus' text format", "[base][metrics]") {
+  base::Metrics m;
+  m.declare("vnflow_things_total", base::Metrics::Type::kCounter, "Things done.\nTwo lines",
+            {"kind", "result"});
+  m.declare("vnflow_depth", base::Metrics::Type::kGauge, "How deep.", {});
+  m.declare("vnflow_wait_seconds", base::Metrics::Type::kHistogram, "Waits.", {"kind"},
+            {0.01, 0.1, 1});
+  m.add("vnflow_things_total", {"ssh.exec", "ok"});
+  m.add("vnflow_things_total", {"ssh.exec", "ok"}, 2);
+  m.add("vnflow_things_total", {"a\"b\\c\nd", "timeout"});
+  m.set("vnflow_depth", {}, 7);
+  m.observe("vnflow_wait_seconds", {"x"}, 0.005);
+  m.observe("vnflow_wait_seconds", {"x"}, 0.1);  // a bound is inclusive (le)
+  m.observe("vnflow_wait_seconds", {"x"}, 5);
+  CHECK(m.value("vnflow_things_total", {"ssh.exec", "ok"}) == 3);
+  CHECK(m.value("vnflow_wait_seconds", {"x"}) == 3);
+  CHECK(m.value("vnflow_wait_seconds", {"y"}) == 0);
+  CHECK(m.text() ==
+        "# HELP vnflow_things_total Things done.\\nTwo lines\n"
+        "# TYPE vnflow_things_total counter\n"
+        "vnflow_things_total{kind=\"a\\\"b\\\\c\\nd\",result=\"timeout\"} 1\n"
+        "vnflow_things_total{kind=\"ssh.exec\",result=\"ok\"} 3\n"
+        "# HELP vnflow_depth How deep.\n"
+        "# TYPE vnflow_depth gauge\n"
+        "vnflow_depth 7\n"
+        "# HELP vnflow_wait_seconds Waits.\n"
+        "# TYPE vnflow_wait_seconds histogram\n"
+        "vnflow_wait_seconds_bucket{kind=\"x\",le=\"0.01\"} 1\n"
+        "vnflow_wait_seconds_bucket{kind=\"x\",le=\"0.1\"} 2\n"
+        "vnflow_wait_seconds_bucket{kind=\"x\",le=\"1\"} 2\n"
+        "vnflow_wait_seconds_bucket{kind=\"x\",le=\"+Inf\"} 3\n"
+        "vnflow_wait_seconds_sum{kind=\"x\"} 5.105\n"
+        "vnflow_wait_seconds_count{kind=\"x\"} 3\n");
+}
+
+TEST_CASE("metrics collectors refresh gauges at each rendering", "[base][metrics]") {
+  base::Metrics m;
+  m.declare("vnflow_ops", base::Metrics::Type::kGauge, "Ops.", {"state"});
+  int calls = 0;
+  m.on_collect([&calls](base::Metrics& mm) {
+    mm.clear("vnflow_ops");
+    if (++calls == 1)
+      mm.set("vnflow_ops", {"STARTING"}, 2);
+    else
+      mm.set("vnflow_ops", {"COMPLETED"}, 1);
+  });
+  CHECK(m.text().find("vnflow_ops{state=\"STARTING\"} 2\n") != std::string::npos);
+  std::string second = m.text();
+  CHECK(second.find("STARTING") == std::string::npos);  // gone, not left at 2
+  CHECK(second.find("vnflow_ops{state=\"COMPLETED\"} 1\n") != std::string::npos);
+  // Declaring the same family again is harmless; the series stay.
+  m.declare("vnflow_ops", base::Metrics::Type::kGauge, "Ops.", {"state"});
+  CHECK(m.value("vnflow_ops", {"COMPLETED"}) == 1);
+  CHECK(base::Metrics::exponential_buckets(0.001, 2, 3) ==
+        std::vector<double>{0.001, 0.002, 0.004});
+}

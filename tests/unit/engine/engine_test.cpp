@@ -337,6 +337,36 @@ TEST_CASE("requests are checked before anything is queued") {
   CHECK(f.store->list_ops({}).value().empty());
 }
 
+TEST_CASE("metrics: what the engine committed and the store's counts by operation and state") {
+  Fixture f;
+  base::Metrics m;
+  engine::declare_engine_metrics(m);
+  std::string op = f.request("instantiate", f.instantiate_request());
+  engine::collect_store_metrics(m, *f.store);
+  CHECK(m.value("vnflow_operations", {"instantiate", "STARTING"}) == 1);
+  CHECK(m.value("vnflow_queue_depth", {}) == 1);
+  engine::EngineOptions o = f.options();
+  o.metrics = &m;
+  {
+    engine::Engine e(*f.store, f.registry(), o);
+    e.run_until_idle();
+  }
+  REQUIRE(f.state(op) == OpState::kCompleted);
+  engine::collect_store_metrics(m, *f.store);
+  CHECK(m.value("vnflow_operations", {"instantiate", "STARTING"}) == 0);  // gone, not stale
+  CHECK(m.value("vnflow_operations", {"instantiate", "COMPLETED"}) == 1);
+  CHECK(m.value("vnflow_queue_depth", {}) == 0);
+  CHECK(m.value("vnflow_operations_settled_total", {"instantiate", "COMPLETED"}) == 1);
+  CHECK(m.value("vnflow_operation_duration_seconds", {"instantiate", "COMPLETED"}) == 1);
+  CHECK(m.value("vnflow_actions_total", {"local.exec", "ok"}) >= 1);
+  double committed = m.value("vnflow_transitions_committed_total", {});
+  CHECK(committed >= 3);
+  CHECK(m.value("vnflow_commit_batch_size", {}) == m.value("vnflow_commits_total", {}));
+  auto hist = f.store->history(op);
+  REQUIRE(hist.ok());
+  CHECK(committed <= static_cast<double>(hist.value().size()));  // each commit wrote events
+}
+
 TEST_CASE("scale moves the aspect level within its bounds") {
   Fixture f;
   f.request("instantiate", f.instantiate_request());
