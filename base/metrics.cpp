@@ -29,8 +29,13 @@ void put_number(std::string& out, double v) {
   } else if (std::isinf(v)) {
     out += v > 0 ? "+Inf" : "-Inf";
   } else {
-    char buf[32];
-    auto r = std::to_chars(buf, buf + sizeof buf, v);
+    // Plain decimals where they are short (le="0.0001", as Prometheus' own clients write
+    // bucket bounds), the shortest exact form otherwise.
+    char buf[64];
+    double a = std::fabs(v);
+    auto r = a >= 1e-6 && a < 1e15
+                 ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed)
+                 : std::to_chars(buf, buf + sizeof buf, v);
     out.append(buf, r.ptr);
   }
 }
@@ -81,6 +86,9 @@ struct Metrics::State {
     std::map<std::vector<std::string>, Series> series;
   };
   std::mutex mu;
+  // Held by text() from its collectors to its rendering: two scrapes at once cannot see
+  // each other's half-refreshed gauges (cleared, not yet set again).
+  std::mutex collect_mu;
   std::vector<std::unique_ptr<Family>> families;  // declaration order
   std::map<std::string, Family*, std::less<>> by_name;
   std::vector<std::function<void(Metrics&)>> collectors;
@@ -123,6 +131,13 @@ void Metrics::declare(std::string_view name, Type type, std::string_view help,
   f->type = type;
   f->labels = std::move(label_names);
   f->buckets = std::move(buckets);
+  if (f->labels.empty()) {
+    // A family without labels has its one series from the start: a counter reads 0 before
+    // its first event, so rate() and increase() see that event.
+    State::Series& s = f->series[{}];
+    if (type == Type::kHistogram)
+      s.counts.assign(f->buckets.size() + 1, 0);
+  }
   s_->by_name.emplace(f->name, f.get());
   s_->families.push_back(std::move(f));
 }
@@ -181,6 +196,7 @@ std::vector<double> Metrics::exponential_buckets(double first, double factor, in
 }
 
 std::string Metrics::text() {
+  std::lock_guard<std::mutex> collecting(s_->collect_mu);
   std::vector<std::function<void(Metrics&)>> collectors;
   {
     std::lock_guard<std::mutex> l(s_->mu);

@@ -164,12 +164,15 @@ const std::vector<CommandSpec>& op_commands() {
        0,
        0},
       {"op show",
-       with_common("usage: vnflow op show OP [--db FILE] [--json]\n"
+       with_common("usage: vnflow op show OP [--timing] [--db FILE] [--json]\n"
                    "\n"
-                   "The operation's state, where it is, its error (--json: the VnfLcmOpOcc).\n\n",
+                   "The operation's state, where it is, its error (--json: the VnfLcmOpOcc).\n"
+                   "--timing: where its time went: waiting for a daemon, paused in\n"
+                   "FAILED_TEMP, retry backoff, action calls, and vnflow's own time (stepping,\n"
+                   "commits, hand-offs); per state its calls and their time\n\n",
                    true),
        {"--db"},
-       {"--json"},
+       {"--json", "--timing"},
        1,
        1},
       {"op history",
@@ -682,6 +685,35 @@ int cmd_op(const CommandSpec& spec, const Opts& o) {
     auto op = store->get_op(id);
     if (!op.ok())
       return fail(op.status());
+    if (o.flags.count("--timing") > 0) {
+      auto h = store->history(id);
+      if (!h.ok())
+        return fail(h.status());
+      engine::OpTiming t = engine::op_timing(op.value(), h.value(), engine::now_ms());
+      if (as_json) {
+        std::cout << json_text(engine::timing_view(t)) << "\n";
+        return 0;
+      }
+      auto line = [&t](const char* what, int64_t ms) {
+        double share = t.wall_ms > 0 ? 100.0 * static_cast<double>(ms) / t.wall_ms : 0;
+        std::printf("  %-9s %10.3f s  %5.1f%%\n", what, static_cast<double>(ms) / 1000, share);
+      };
+      std::cout << "operation " << printable(op.value().id) << "  "
+                << printable(op.value().operation) << "  " << engine::to_string(op.value().state)
+                << "\n";
+      std::printf("  %-9s %10.3f s\n", "wall", static_cast<double>(t.wall_ms) / 1000);
+      line("queue", t.queue_ms);
+      line("paused", t.paused_ms);
+      line("timers", t.timers_ms);
+      line("actions", t.actions_ms);
+      line("own", t.own_ms);
+      std::cout << std::flush;
+      for (const auto& s : t.states) {
+        std::cout << "  " << printable(s.state) << ": " << s.calls << " call(s) " << s.action_ms
+                  << " ms, span " << s.span_ms << " ms\n";
+      }
+      return 0;
+    }
     if (as_json)
       std::cout << json_text(engine::op_view(op.value())) << "\n";
     else
@@ -984,7 +1016,8 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
     mo->auth = api::AuthMode::kNone;
     mo->metrics_only = true;
     mo->threads = 1;
-    mo->max_connections = 16;
+    mo->max_connections = 64;
+    mo->request_timeout = std::chrono::seconds(5);  // idle connections do not hold it long
     mo->body_limit = mo->package_body_limit = 4096;
     if (base::Status s = api::parse_listen(o.get("--metrics-listen"), *mo); !s.ok())
       return usage_error(spec, "--metrics-" + s.message().substr(2));  // "--listen ..."

@@ -121,6 +121,10 @@ struct EventRecord {
   int attempt = 0;
   std::string key;   // idempotency key of a dispatch
   json::value data;  // inputs (secrets redacted), outputs, error
+  // An action's result (succeeded, failed, retry_scheduled, compensated): when the call
+  // started; at_ms is when its result reached the engine. 0: not recorded (a result written
+  // before schema 5, or not a call's). Timing only: replay ignores it, as it does at_ms.
+  int64_t started_ms = 0;
 };
 
 // One transaction's worth of executor writes.
@@ -555,6 +559,27 @@ json::object vnf_instance_view(const InstanceRecord& i, const PackageRecord& pkg
 // onboardingFailureDetails (a ProblemDetails, SOL005 2.7's name).
 json::object vnf_package_view(const PackageRecord& p, bool in_use);
 json::object event_view(const EventRecord& e);
+
+// Where an operation's time went (vnflow op show --timing), from its history: `wall` from
+// the request to its settled state (or to `now_ms` while it runs), split into
+//   queue    the request to the first PROCESSING (waiting for a daemon),
+//   paused   FAILED_TEMP until the operator's retry or rollback,
+//   timers   retry backoff the workflow asked for,
+//   actions  the action calls (their intervals' union: a fan-out's items overlap),
+//   own      the rest: vnflow's stepping, commits and hand-offs.
+// Per state: its calls, their summed time, and its span (first dispatch to last result).
+// Results recorded before schema 5 carry no start: their calls count as own time.
+struct OpTiming {
+  int64_t wall_ms = 0, queue_ms = 0, paused_ms = 0, timers_ms = 0, actions_ms = 0, own_ms = 0;
+  struct StateTime {
+    std::string state;
+    int calls = 0;
+    int64_t action_ms = 0, span_ms = 0;
+  };
+  std::vector<StateTime> states;  // in the order first dispatched
+};
+OpTiming op_timing(const OpRecord& op, const std::vector<EventRecord>& history, int64_t now_ms);
+json::object timing_view(const OpTiming& t);
 // The name of the state an operation is at ("" when none or unknown).
 std::string op_position(Store& store, const OpRecord& op);
 

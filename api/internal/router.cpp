@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string_view>
 
 #include <boost/json.hpp>
@@ -548,21 +549,35 @@ std::string route_pattern(std::string_view target) {
       break;
     rest.remove_prefix(slash + 1);
   }
-  auto one_of = [](std::string_view s, std::initializer_list<std::string_view> words) {
-    return std::find(words.begin(), words.end(), s) != words.end();
-  };
-  std::string out(prefix);
-  if (!one_of(segs[0], {"api_versions", "vnf_instances", "vnf_lcm_op_occs", "vnf_packages",
-                        "subscriptions"}))
+  for (size_t i = 0; i < segs.size(); ++i) {
+    if (segs[i].empty() && !(i >= 3 && segs[2] == "artifacts"))
+      return "other";
+  }
+  // The routes the router serves (docs/api.md): a collection, one of its members, and the
+  // member's tasks or parts; nothing else, so the label takes a few dozen values at most.
+  static constexpr std::string_view kPackageParts[] = {"package_content", "vnfd", "manifest",
+                                                       "artifacts"};
+  static constexpr std::string_view kInstanceTasks[] = {"instantiate", "terminate", "heal", "scale",
+                                                        "change_ext_conn"};
+  static constexpr std::string_view kOpTasks[] = {"retry", "rollback", "fail", "cancel"};
+  bool pkgm = prefix == kPkgm;
+  std::string_view coll = segs[0];
+  if (segs.size() == 1 && coll == "api_versions")
+    return std::string(prefix) + "/api_versions";
+  std::span<const std::string_view> tasks;
+  if (pkgm && coll == "vnf_packages")
+    tasks = kPackageParts;
+  else if (!pkgm && coll == "vnf_instances")
+    tasks = kInstanceTasks;
+  else if (!pkgm && coll == "vnf_lcm_op_occs")
+    tasks = kOpTasks;
+  else
     return "other";
-  out += "/" + std::string(segs[0]);
+  std::string out = std::string(prefix) + "/" + std::string(coll);
   if (segs.size() >= 2)
-    out += segs[1].empty() ? "/" : "/{id}";
+    out += "/{id}";
   if (segs.size() >= 3) {
-    if (!one_of(segs[2],
-                {"instantiate", "terminate", "heal", "scale", "scale_to_level", "change_flavour",
-                 "change_ext_conn", "change_vnfpkg", "operate", "retry", "rollback", "fail",
-                 "cancel", "package_content", "vnfd", "manifest", "artifacts"}))
+    if (std::find(tasks.begin(), tasks.end(), segs[2]) == tasks.end())
       return "other";
     out += "/" + std::string(segs[2]);
   }

@@ -279,6 +279,12 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void read_header() {
+    // Until this request's header is read, an answer (431, 413, 400) is about nothing
+    // known yet: not the previous request of a kept-alive connection.
+    started_ = std::chrono::steady_clock::now();
+    path_ = "-";
+    route_ = "other";
+    method_ = "other";
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(srv_.opt.header_limit));
     // The larger limit until the target is known (the header's Content-Length is checked
@@ -425,7 +431,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   internal::HttpResponse metrics_response(const std::string& method) {
-    if (method != "GET" && method != "HEAD")
+    if (method != "GET")
       return internal::method_not_allowed(method, "GET");
     internal::HttpResponse r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";

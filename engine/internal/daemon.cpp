@@ -291,6 +291,7 @@ struct Daemon::Impl {
   // The daemon's metrics: the engine's counters, the store's counts at each scrape, and
   // whatever a REST API beside it adds (api::ServerOptions::metrics).
   base::Metrics metrics;
+  std::chrono::steady_clock::time_point counted_at{};  // the collector's last store count
   std::atomic<int> signals_seen{0};
   std::atomic<Engine*> running{nullptr};
   boost::asio::io_context sig_io;
@@ -498,6 +499,12 @@ struct Daemon::Impl {
     metrics.on_collect([this](base::Metrics& m) {
       if (Engine* e = running.load())
         m.set("vnflow_running_operations", {}, static_cast<double>(e->stats().running_ops));
+      // The store's counts scan the operations: at most once per 2 s, however often
+      // somebody scrapes (text() runs one collection at a time).
+      auto now = std::chrono::steady_clock::now();
+      if (now - counted_at < std::chrono::seconds(2))
+        return;
+      counted_at = now;
       collect_store_metrics(m, *store);
     });
     // The work root, and no hook of a previous daemon still running (waits up to 30 s).

@@ -251,10 +251,14 @@ struct Engine::Impl {
       m->add("vnflow_commits_total", {});
       m->observe("vnflow_commit_duration_seconds", {}, took.count());
       m->observe("vnflow_commit_batch_size", {}, static_cast<double>(group.size()));
-      if (st.ok())
-        m->add("vnflow_transitions_committed_total", {}, static_cast<double>(group.size()));
-      else
+      if (st.ok()) {
+        size_t written = 0;
+        for (const auto& r : group)
+          written += r.batch.fenced ? 0 : 1;
+        m->add("vnflow_transitions_committed_total", {}, static_cast<double>(written));
+      } else {
         m->add("vnflow_commit_failures_total", {});
+      }
     }
     if (st.ok()) {
       for (const auto& r : group) {
@@ -574,11 +578,14 @@ struct Engine::Impl {
     std::unique_ptr<asio::steady_timer> timer;
     int polls = 0;
     std::chrono::steady_clock::time_point dispatched = std::chrono::steady_clock::now();
+    int64_t started_ms = 0;  // when the first call started (the clock's wall time)
   };
 
   void run_job(const std::shared_ptr<Job>& job) {
     actions::Outcome out;
     const actions::Context& ctx = job->ctx;
+    if (job->started_ms == 0)
+      job->started_ms = now();
     if (job->action == nullptr) {
       out = actions::Outcome::failure(
           base::ErrorClass::kInvalid,
@@ -608,7 +615,7 @@ struct Engine::Impl {
                                           ": not finished within the state's timeout (" +
                                           std::to_string(job->polls + 1) + " polls)");
     }
-    if (base::Metrics* m = opt.metrics; m != nullptr && !hard_stop) {
+    if (base::Metrics* m = opt.metrics; m != nullptr && !hard_stop && out.poll_after_ms == 0) {
       std::string_view kind =
           job->action != nullptr ? std::string_view(job->action_name) : "unknown";
       std::chrono::duration<double> took = std::chrono::steady_clock::now() - job->dispatched;
@@ -616,11 +623,12 @@ struct Engine::Impl {
       m->observe("vnflow_action_duration_seconds", {kind}, took.count());
     }
     asio::post(io, [this, job, out = std::move(out)] {
-      on_result(job->id, job->gen, job->item, job->cur, out);
+      on_result(job->id, job->gen, job->item, job->cur, out, job->started_ms);
     });
   }
 
-  void on_result(const std::string& id, uint64_t gen, int i, int cur, const actions::Outcome& out) {
+  void on_result(const std::string& id, uint64_t gen, int i, int cur, const actions::Outcome& out,
+                 int64_t started_ms) {
     if (--running_by_op[id] <= 0)
       running_by_op.erase(id);
     auto itr = runs.find(id);
@@ -636,7 +644,12 @@ struct Engine::Impl {
       maybe_idle();
       return;
     }
+    // The result's event (the first the stepper writes for it) records when the call
+    // started: op show --timing splits the operation's time with it.
+    size_t before = r.pending.events.size();
     stepper.result(r, cur, i, out, now());
+    if (r.pending.events.size() > before)
+      r.pending.events[before].started_ms = started_ms;
     advance(r);
     maybe_idle();
   }

@@ -9,7 +9,8 @@ using Type = base::Metrics::Type;
 }  // namespace
 
 void declare_engine_metrics(base::Metrics& m) {
-  std::vector<double> seconds = base::Metrics::exponential_buckets(0.001, 4, 10);  // 1 ms .. 262 s
+  // 1 ms .. 70 min: a Heat stack may take minutes.
+  std::vector<double> seconds = base::Metrics::exponential_buckets(0.001, 4, 12);
   m.declare("vnflow_operations", Type::kGauge,
             "Operations in the database by LCM operation and SOL003 state (read at the scrape).",
             {"operation", "state"});
@@ -18,13 +19,15 @@ void declare_engine_metrics(base::Metrics& m) {
   m.declare("vnflow_running_operations", Type::kGauge,
             "Operations this daemon has loaded and is running.", {});
   m.declare("vnflow_operations_settled_total", Type::kCounter,
-            "Operations this daemon brought to COMPLETED, FAILED_TEMP, FAILED or ROLLED_BACK.",
+            "Operations this daemon brought to COMPLETED, FAILED_TEMP or ROLLED_BACK (each time: "
+            "a retried operation counts at FAILED_TEMP and again when it settles).",
             {"operation", "state"});
   m.declare("vnflow_operation_duration_seconds", Type::kHistogram,
-            "From the request to the settled state, by LCM operation and state reached.",
+            "From the request to the settled state (wall clock; an operator's wait in "
+            "FAILED_TEMP included), by LCM operation and state reached.",
             {"operation", "state"}, seconds);
   m.declare("vnflow_commits_total", Type::kCounter,
-            "Transactions the executor committed (group commits).", {});
+            "Group commits the executor asked the store for (refused ones included).", {});
   m.declare("vnflow_commit_failures_total", Type::kCounter,
             "Group commits the store refused (the operations are reloaded).", {});
   m.declare("vnflow_transitions_committed_total", Type::kCounter,

@@ -170,11 +170,12 @@ base::Status PgStore::apply_rows(const std::vector<const Batch*>& batches) {
       for (const auto& e : b->events) {
         w_.run(
             "INSERT INTO events(op_id, seq, at_ms, kind, state, item, attempt, key, data,"
-            " owner, epoch) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            " owner, epoch, started_ms) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             {e.op_id, e.seq, e.at_ms, e.kind, text_or_null(e.state),
              e.item >= 0 ? PgArg(e.item) : PgArg(std::nullopt), e.attempt, text_or_null(e.key),
              e.data.is_null() ? PgArg(std::nullopt) : PgArg(json::serialize(e.data)),
-             text_or_null(daemon_), epoch});
+             text_or_null(daemon_), epoch,
+             e.started_ms > 0 ? PgArg(e.started_ms) : PgArg(std::nullopt)});
       }
       for (const auto& o : b->outputs) {
         w_.run(
@@ -210,11 +211,12 @@ base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
           " WHERE ops.id = v.id AND (v.epoch = 0 OR ops.epoch = v.epoch) AND ops.") +
       kRunningIn + " RETURNING ops.id";
   static const std::string ins_events =
-      "INSERT INTO events(op_id, seq, at_ms, kind, state, item, attempt, key, data, owner, epoch)"
-      " SELECT v.op_id, v.seq, v.at_ms, v.kind, v.state, v.item, v.attempt, v.key, v.data, $11,"
-      " v.epoch FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[],"
-      " $6::int[], $7::int[], $8::text[], $9::text[], $10::bigint[])"
-      " AS v(op_id, seq, at_ms, kind, state, item, attempt, key, data, epoch)";
+      "INSERT INTO events(op_id, seq, at_ms, kind, state, item, attempt, key, data, owner, epoch,"
+      " started_ms) SELECT v.op_id, v.seq, v.at_ms, v.kind, v.state, v.item, v.attempt, v.key,"
+      " v.data, $11, v.epoch, v.started FROM unnest($1::text[], $2::bigint[], $3::bigint[],"
+      " $4::text[], $5::text[], $6::int[], $7::int[], $8::text[], $9::text[], $10::bigint[],"
+      " $12::bigint[]) AS v(op_id, seq, at_ms, kind, state, item, attempt, key, data, epoch,"
+      " started)";
   static const std::string ins_outputs =
       "INSERT INTO outputs(op_id, state, value) SELECT * FROM unnest($1::text[], $2::text[],"
       " $3::text[]) ON CONFLICT (op_id, state) DO UPDATE SET value = EXCLUDED.value";
@@ -271,7 +273,7 @@ base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
         w_.run("SELECT count(*) FROM ops WHERE id = ANY($1::text[])", {pg_array(missing)})
                 .i64(0, 0) != static_cast<int64_t>(missing.size()))
       throw std::runtime_error("an operation of the group does not exist");
-    Col e_op, e_seq, e_at, e_kind, e_state, e_item, e_attempt, e_key, e_data, e_epoch;
+    Col e_op, e_seq, e_at, e_kind, e_state, e_item, e_attempt, e_key, e_data, e_epoch, e_started;
     Col o_op, o_state, o_value;
     std::unordered_set<std::string> output_keys;
     for (const Batch* b : batches) {
@@ -290,6 +292,7 @@ base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
         e_data.push_back(e.data.is_null() ? std::nullopt
                                           : std::optional<std::string>(json::serialize(e.data)));
         e_epoch.push_back(num(batch_epoch));
+        e_started.push_back(e.started_ms > 0 ? num(e.started_ms) : std::nullopt);
       }
       for (const auto& o : b->outputs) {
         // One row per (operation, state) in one statement: a second write of the same
@@ -307,9 +310,10 @@ base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
       }
     }
     if (!e_op.empty())
-      w_.run(ins_events, {pg_array(e_op), pg_array(e_seq), pg_array(e_at), pg_array(e_kind),
-                          pg_array(e_state), pg_array(e_item), pg_array(e_attempt), pg_array(e_key),
-                          pg_array(e_data), pg_array(e_epoch), text_or_null(daemon_)});
+      w_.run(ins_events,
+             {pg_array(e_op), pg_array(e_seq), pg_array(e_at), pg_array(e_kind), pg_array(e_state),
+              pg_array(e_item), pg_array(e_attempt), pg_array(e_key), pg_array(e_data),
+              pg_array(e_epoch), text_or_null(daemon_), pg_array(e_started)});
     if (!o_op.empty())
       w_.run(ins_outputs, {pg_array(o_op), pg_array(o_state), pg_array(o_value)});
     for (const Batch* b : batches) {
@@ -514,7 +518,7 @@ base::Result<std::vector<EventRecord>> PgStore::history(std::string_view op_id) 
   std::vector<EventRecord> out;
   base::Status s = guard(r_, [&] {
     auto q = r_.run(
-        "SELECT op_id, seq, at_ms, kind, state, item, attempt, key, data"
+        "SELECT op_id, seq, at_ms, kind, state, item, attempt, key, data, started_ms"
         " FROM events WHERE op_id = $1 ORDER BY seq",
         {op_id});
     for (int i = 0; i < q.rows(); ++i) {
@@ -528,6 +532,7 @@ base::Result<std::vector<EventRecord>> PgStore::history(std::string_view op_id) 
       e.attempt = static_cast<int>(q.i64(i, 6));
       e.key = q.text(i, 7);
       e.data = parse_or_null(q.text(i, 8));
+      e.started_ms = q.null(i, 9) ? 0 : q.i64(i, 9);
       out.push_back(std::move(e));
     }
     return base::Status::Ok();

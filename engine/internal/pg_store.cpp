@@ -20,7 +20,7 @@ namespace engine::internal {
 
 namespace {
 
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 
 // Advisory lock classes (the second key is the schema's hash, so that several vnflow schemas
 // can share one database): the schema script, and the daemon of a database.
@@ -61,7 +61,7 @@ CREATE TABLE IF NOT EXISTS outputs(
 CREATE TABLE IF NOT EXISTS events(
   op_id TEXT NOT NULL, seq BIGINT NOT NULL, at_ms BIGINT NOT NULL, kind TEXT NOT NULL,
   state TEXT, item INTEGER, attempt INTEGER, key TEXT, data TEXT, owner TEXT,
-  epoch BIGINT NOT NULL DEFAULT 0, PRIMARY KEY(op_id, seq));
+  epoch BIGINT NOT NULL DEFAULT 0, started_ms BIGINT, PRIMARY KEY(op_id, seq));
 CREATE TABLE IF NOT EXISTS daemons(
   name TEXT PRIMARY KEY, incarnation BIGINT NOT NULL, lease_until_ms BIGINT NOT NULL,
   host TEXT NOT NULL, pid BIGINT NOT NULL, started_ms BIGINT NOT NULL);
@@ -332,6 +332,10 @@ base::Status PgStore::init_schema() {
       // 3 -> 4: the VNFD's own version (vnfdVersion); packages stored before keep "".
       w_.exec(
           "ALTER TABLE packages ADD COLUMN IF NOT EXISTS vnfd_version TEXT NOT NULL DEFAULT ''");
+    }
+    if (v < 5) {
+      // 4 -> 5: when a result's action call started (op show --timing).
+      w_.exec("ALTER TABLE events ADD COLUMN IF NOT EXISTS started_ms BIGINT");
     }
     if (v < kSchemaVersion)
       w_.run("UPDATE meta SET value = $1 WHERE key = 'schema_version'",

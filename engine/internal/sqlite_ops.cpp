@@ -130,6 +130,10 @@ base::Status SqliteStore::apply(const std::vector<const Batch*>& batches) {
             st.bindNoCopy(10, outs);
           else
             st.bind(10);
+          if (e.started_ms > 0)
+            st.bind(11, static_cast<int64_t>(e.started_ms));
+          else
+            st.bind(11);
           st.exec();
         }
         for (const auto& i : b->instances) {
@@ -382,8 +386,8 @@ base::Result<std::vector<EventRecord>> SqliteStore::history(std::string_view op_
   std::vector<EventRecord> out;
   base::Status s = guard([&] {
     SQLite::Statement q(r_,
-                        "SELECT op_id, seq, at_ms, kind, state, item, attempt, key, data"
-                        " FROM events WHERE op_id = ? ORDER BY seq");
+                        "SELECT op_id, seq, at_ms, kind, state, item, attempt, key, data,"
+                        " started_ms FROM events WHERE op_id = ? ORDER BY seq");
     q.bind(1, std::string(op_id));
     while (q.executeStep()) {
       EventRecord e;
@@ -396,6 +400,7 @@ base::Result<std::vector<EventRecord>> SqliteStore::history(std::string_view op_
       e.attempt = q.getColumn(6).getInt();
       e.key = text(q, 7);
       e.data = parse_or_null(text(q, 8));
+      e.started_ms = q.getColumn(9).isNull() ? 0 : q.getColumn(9).getInt64();
       out.push_back(std::move(e));
     }
     return base::Status::Ok();

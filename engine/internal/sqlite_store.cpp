@@ -17,7 +17,7 @@ namespace engine::internal {
 
 namespace {
 
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 
 constexpr const char* kSchema = R"SQL(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -56,7 +56,7 @@ CREATE INDEX IF NOT EXISTS ops_by_instance ON ops(instance_id, created_ms);
 CREATE TABLE IF NOT EXISTS events(
   op_id TEXT NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL, kind TEXT NOT NULL,
   state TEXT, item INTEGER, attempt INTEGER, key TEXT, data TEXT, outputs TEXT,
-  PRIMARY KEY(op_id, seq)) WITHOUT ROWID;
+  started_ms INTEGER, PRIMARY KEY(op_id, seq)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS vims(
   id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, type TEXT NOT NULL,
   summary TEXT NOT NULL, sealed TEXT NOT NULL, extra TEXT NOT NULL,
@@ -157,14 +157,17 @@ base::Status SqliteStore::init() {
               "the database was written by a newer vnflow (schema " + std::to_string(v) + ")");
         }
         q.reset();
-        // ALTER TABLE packages ADD COLUMN `column` ("name TYPE ..."), unless it is there
+        // ALTER TABLE `table` ADD COLUMN `column` ("name TYPE ..."), unless it is there
         // (CREATE TABLE IF NOT EXISTS of a newer kSchema may have made it).
-        auto add_package_column = [&](const std::string& column) {
-          SQLite::Statement has(
-              w_, "SELECT count(*) FROM pragma_table_info('packages') WHERE name = ?");
-          has.bind(1, column.substr(0, column.find(' ')));
+        auto add_column = [&](const std::string& table, const std::string& column) {
+          SQLite::Statement has(w_, "SELECT count(*) FROM pragma_table_info(?) WHERE name = ?");
+          has.bind(1, table);
+          has.bind(2, column.substr(0, column.find(' ')));
           if (has.executeStep() && has.getColumn(0).getInt() == 0)
-            w_.exec("ALTER TABLE packages ADD COLUMN " + column);
+            w_.exec("ALTER TABLE " + table + " ADD COLUMN " + column);
+        };
+        auto add_package_column = [&](const std::string& column) {
+          add_column("packages", column);
         };
         if (v < 2) {
           // 1 -> 2: a state's outputs ride on the event row committed with them
@@ -187,6 +190,10 @@ base::Status SqliteStore::init() {
           // 3 -> 4: the VNFD's own version (SOL003/SOL005 vnfdVersion). Packages stored
           // before keep "" (the version is in their bytes, not read back here).
           add_package_column("vnfd_version TEXT NOT NULL DEFAULT ''");
+        }
+        if (v < 5) {
+          // 4 -> 5: when a result's action call started (op show --timing).
+          add_column("events", "started_ms INTEGER");
         }
         if (v < kSchemaVersion)
           w_.exec("UPDATE meta SET value = '" + std::to_string(kSchemaVersion) +
@@ -225,8 +232,8 @@ base::Status SqliteStore::init() {
         w_, "INSERT OR REPLACE INTO outputs(op_id, state, value) VALUES(?, ?, ?)");
     ins_event_ = std::make_unique<SQLite::Statement>(
         w_,
-        "INSERT INTO events(op_id, seq, at_ms, kind, state, item, attempt, key, data, outputs)"
-        " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        "INSERT INTO events(op_id, seq, at_ms, kind, state, item, attempt, key, data, outputs,"
+        " started_ms) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     upd_inst_ = std::make_unique<SQLite::Statement>(
         w_, "UPDATE instances SET instantiation_state = ?2, record = ?3 WHERE id = ?1");
     return base::Status::Ok();

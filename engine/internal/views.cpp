@@ -1,6 +1,7 @@
 // The records as users see them: JSON with SOL003 names where they exist, every secret
 // as "***" (actions::redact, the one secret rule). The CLI prints them; the REST API will
 // send them.
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <map>
@@ -179,7 +180,86 @@ json::object event_view(const EventRecord& e) {
     o["key"] = e.key;
   if (!e.data.is_null())
     o["data"] = e.data;
+  if (e.started_ms > 0)
+    o["started"] = iso_time(e.started_ms);
   return o;
+}
+
+OpTiming op_timing(const OpRecord& op, const std::vector<EventRecord>& history, int64_t now_ms) {
+  OpTiming t;
+  int64_t end = is_final(op.state) || op.state == OpState::kFailedTemp
+                    ? (history.empty() ? op.updated_ms : history.back().at_ms)
+                    : now_ms;
+  t.wall_ms = std::max<int64_t>(0, end - op.created_ms);
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  std::map<std::string, size_t> index;
+  std::vector<std::pair<int64_t, int64_t>> spans;  // per state: first dispatch, last result
+  int64_t paused_since = -1;
+  bool started = false;
+  for (const EventRecord& e : history) {
+    if (e.kind == "op_processing" && !started) {
+      t.queue_ms = std::max<int64_t>(0, e.at_ms - op.created_ms);
+      started = true;
+    }
+    if (e.kind == "op_failed_temp") {
+      paused_since = e.at_ms;
+    } else if (paused_since >= 0 && (e.kind == "op_processing" || e.kind == "resumed" ||
+                                     e.kind == "rollback_resumed" || e.kind == "compensating")) {
+      t.paused_ms += std::max<int64_t>(0, e.at_ms - paused_since);
+      paused_since = -1;
+    }
+    if (e.kind == "retry_scheduled" && e.data.is_object()) {
+      if (const json::value* d = e.data.get_object().if_contains("delay_s"); d && d->is_number())
+        t.timers_ms += static_cast<int64_t>(d->to_number<double>() * 1000);
+    }
+    if (e.state.empty() || (e.kind != "dispatched" && e.started_ms <= 0))
+      continue;
+    auto [it, fresh] = index.try_emplace(e.state, t.states.size());
+    if (fresh) {
+      t.states.push_back({e.state, 0, 0, 0});
+      spans.emplace_back(e.kind == "dispatched" ? e.at_ms : e.started_ms, e.at_ms);
+    }
+    OpTiming::StateTime& st = t.states[it->second];
+    spans[it->second].second = e.at_ms;
+    if (e.kind == "dispatched")
+      continue;
+    st.calls++;
+    st.action_ms += std::max<int64_t>(0, e.at_ms - e.started_ms);
+    calls.emplace_back(e.started_ms, e.at_ms);
+  }
+  for (size_t i = 0; i < t.states.size(); ++i)
+    t.states[i].span_ms = std::max<int64_t>(0, spans[i].second - spans[i].first);
+  // The calls' union: overlapping items of a fan-out count once.
+  std::sort(calls.begin(), calls.end());
+  int64_t cur_from = 0, cur_to = -1;
+  for (const auto& [from, to] : calls) {
+    if (from > cur_to) {
+      if (cur_to >= cur_from)
+        t.actions_ms += cur_to - cur_from;
+      cur_from = from;
+      cur_to = to;
+    } else {
+      cur_to = std::max(cur_to, to);
+    }
+  }
+  if (cur_to >= cur_from)
+    t.actions_ms += cur_to - cur_from;
+  t.own_ms =
+      std::max<int64_t>(0, t.wall_ms - t.queue_ms - t.paused_ms - t.timers_ms - t.actions_ms);
+  return t;
+}
+
+json::object timing_view(const OpTiming& t) {
+  json::array states;
+  for (const auto& s : t.states)
+    states.push_back(json::object{{"state", s.state},
+                                  {"calls", s.calls},
+                                  {"action_ms", s.action_ms},
+                                  {"span_ms", s.span_ms}});
+  return json::object{{"wall_ms", t.wall_ms},       {"queue_ms", t.queue_ms},
+                      {"paused_ms", t.paused_ms},   {"timers_ms", t.timers_ms},
+                      {"actions_ms", t.actions_ms}, {"own_ms", t.own_ms},
+                      {"states", std::move(states)}};
 }
 
 std::string op_position(Store& store, const OpRecord& op) {

@@ -28,7 +28,8 @@ T_ON_DIE='t_show "$T_DIR/daemon.log" 30'
 
 free_port() { /usr/bin/python3 "$root/tests/api/free_port.py"; }
 api_port=$(free_port) mport=$(free_port) pport=$(free_port)
-[[ -n $api_port && -n $mport && -n $pport && $api_port != "$mport" && $mport != "$pport" ]] ||
+[[ -n $api_port && -n $mport && -n $pport && $api_port != "$mport" && $mport != "$pport" &&
+  $api_port != "$pport" ]] ||
   die "no free ports"
 token=t-$RANDOM$RANDOM$RANDOM
 printf 'token %s\n' "$token" >"$T_DIR/auth"
@@ -46,7 +47,9 @@ states:
   gate:
     action: local.exec
     with:
-      shell: test -e "$OUT/open" || { echo "gate closed to $SSH_PASSWORD" >&2; exit 1; }
+      shell: |
+        env > "$OUT/env"
+        test -e "$OUT/open" || { echo "gate closed to $SSH_PASSWORD" >&2; exit 1; }
       env:
         OUT: ${request.additionalParams.out}
         SSH_PASSWORD: ${default(request.additionalParams.ssh_password, '')}
@@ -112,7 +115,12 @@ q() {
     jq -r '.data.result[0].value[1] // empty'
 }
 q_is() { [[ $(q "$1") == "$2" ]]; }
-q_gt() { local x; x=$(q "$1"); [[ -n $x ]] && awk -v x="$x" -v y="$2" 'BEGIN { exit !(x > y) }'; }
+# A number above $2 (NaN, which histogram_quantile gives for empty buckets, is not).
+q_gt() {
+  local x
+  x=$(q "$1")
+  [[ $x =~ ^[0-9.eE+-]+$ ]] && awk -v x="$x" -v y="$2" 'BEGIN { exit !(x + 0 > y + 0) }'
+}
 
 check "Prometheus scrapes the daemon (up == 1)" wait_until 30 q_is 'up{job="vnflow"}' 1
 
@@ -123,6 +131,17 @@ check "the closed gate leaves the instantiate FAILED_TEMP" wait_state "$o1" FAIL
 touch "$T_DIR/gate/open"
 "$v" op retry "$o1" >/dev/null || die "op retry"
 check "after the retry it is COMPLETED" wait_state "$o1" COMPLETED 30
+"$v" op show "$o1" --timing --json >"$T_DIR/timing.json"
+check "op show --timing: the gate's three calls (two failed, one after the retry)" \
+  jq -e '[.states[] | select(.state == "instantiate_end.gate")][0].calls == 3' "$T_DIR/timing.json"
+check "... the wait for the operator's retry counted as paused, the backoff as timers" \
+  jq -e '.paused_ms > 0 and .timers_ms == 100 and .actions_ms > 0' "$T_DIR/timing.json"
+check "... the parts add up to the wall time" \
+  jq -e '.queue_ms + .paused_ms + .timers_ms + .actions_ms + .own_ms == .wall_ms' "$T_DIR/timing.json"
+"$v" op show "$o1" --timing >"$T_DIR/timing.txt"
+has "... and in words" "$T_DIR/timing.txt" -E '^  own +[0-9.]+ s +[0-9.]+%$'
+has "the hook ran (its environment is written)" "$T_DIR/gate/env" '^OUT='
+hasnt "... without the service manager's socket" "$T_DIR/gate/env" NOTIFY_SOCKET
 for _ in 1 2 3; do curl -sf -o /dev/null -H "X-Auth-Token: $token" "$api/vnflcm/v1/vnf_instances"; done
 curl -s -o /dev/null -H "X-Auth-Token: $token" "$api/vnflcm/v1/vnf_instances/no-such-id"
 curl -s -o /dev/null "$api/vnflcm/v1/vnf_lcm_op_occs"  # no credentials
@@ -136,6 +155,10 @@ check "its duration is in the histogram" \
 check "transitions committed" q_gt 'vnflow_transitions_committed_total' 3
 check "commit latency as a quantile" q_gt 'histogram_quantile(0.99, vnflow_commit_duration_seconds_bucket)' 0
 check "commit batch sizes" q_gt 'vnflow_commit_batch_size_count' 3
+check "group commits, none refused" q_gt 'vnflow_commits_total' 3
+check "... the failure counter exists at 0 (rate() sees the first one)" q_is 'vnflow_commit_failures_total' 0
+check "action durations" q_gt 'vnflow_action_duration_seconds_count{action="local.exec"}' 2
+check "nothing left running" q_is 'vnflow_running_operations' 0
 check "actions by kind: local.exec ok" q_gt 'vnflow_actions_total{action="local.exec",result="ok"}' 0
 check "actions by error class: the gate's two failed attempts" \
   q_is 'vnflow_actions_total{action="local.exec",result="failed"}' 2
@@ -163,10 +186,11 @@ hasnt "no metric carries an id" "$T_DIR/metrics.txt" -e "$inst" -e "$o1"
 kill -TERM "$daemon_pid"
 check "SIGTERM: the daemon drains and exits 0" wait_pid "$daemon_pid" 30
 daemon_pid=
-has "the service manager hears STOPPING=1" "$T_DIR/notify.log" -x 'STOPPING=1'
+check "the service manager hears STOPPING=1" wait_until 5 grep -qx 'STOPPING=1' "$T_DIR/notify.log"
 check "every log line is one JSON object with time, level and msg" \
-  jq -e -s 'length > 5 and all(.[]; (.time | type) == "string" and (.level | type) == "string"
-    and (.msg | type) == "string")' "$T_DIR/daemon.log"
+  jq -e -R -s '[split("\n")[] | select(length > 0) | fromjson] | length > 5 and
+    all(.[]; (.time | type) == "string" and (.level | type) == "string" and
+    (.msg | type) == "string")' "$T_DIR/daemon.log"
 check "the instantiate's lines carry its op_id and instance_id" \
   jq -e -s --arg op "$o1" --arg i "$inst" \
     '[.[] | select(.op_id == $op and .instance_id == $i)] | length >= 4' "$T_DIR/daemon.log"

@@ -287,4 +287,9 @@ TEST_CASE("a request's route for the metrics: ids out, unknown shapes 'other'", 
   CHECK(route_pattern("/vnflcm/v1/vnf_instances/x/instantiate/y") == "other");
   CHECK(route_pattern("/etc/passwd") == "other");
   CHECK(route_pattern("") == "other");
+  CHECK(route_pattern("/vnflcm/v1/vnf_instances/") == "other");
+  CHECK(route_pattern("/vnflcm/v1/vnf_instances//instantiate") == "other");
+  CHECK(route_pattern("/vnflcm/v1/vnf_instances/x/retry") == "other");  // an op occ's task
+  CHECK(route_pattern("/vnfpkgm/v1/vnf_instances") == "other");
+  CHECK(route_pattern("/vnflcm/v1/api_versions") == "/vnflcm/v1/api_versions");
 }

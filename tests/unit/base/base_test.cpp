@@ -149,3 +149,15 @@ TEST_CASE("metrics collectors refresh gauges at each rendering", "[base][metrics
   CHECK(base::Metrics::exponential_buckets(0.001, 2, 3) ==
         std::vector<double>{0.001, 0.002, 0.004});
 }
+
+TEST_CASE("metrics: a family without labels reads 0 before its first event", "[base][metrics]") {
+  base::Metrics m;
+  m.declare("vnflow_failures_total", base::Metrics::Type::kCounter, "Failures.", {});
+  m.declare("vnflow_took_seconds", base::Metrics::Type::kHistogram, "Took.", {}, {1e-7, 0.0001});
+  std::string t = m.text();
+  CHECK(t.find("\nvnflow_failures_total 0\n") != std::string::npos);
+  // Bounds as Prometheus' clients write them: plain decimals where they are short.
+  CHECK(t.find("vnflow_took_seconds_bucket{le=\"0.0001\"} 0\n") != std::string::npos);
+  CHECK(t.find("vnflow_took_seconds_bucket{le=\"1e-07\"} 0\n") != std::string::npos);
+  CHECK(t.find("vnflow_took_seconds_count 0\n") != std::string::npos);
+}

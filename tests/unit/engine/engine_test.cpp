@@ -599,3 +599,85 @@ TEST_CASE("a daemon's store tells it of queued work at the commit (PostgreSQL's 
   CHECK_FALSE(quiet(10000));
   CHECK(quiet(300));
 }
+
+TEST_CASE("op timing splits an operation's time from its history") {
+  engine::OpRecord op;
+  op.id = "op";
+  op.state = OpState::kCompleted;
+  op.created_ms = 1000;
+  auto ev = [](int64_t at, std::string kind, std::string state, int64_t started = 0,
+               json::value data = nullptr) {
+    engine::EventRecord e;
+    e.at_ms = at;
+    e.kind = std::move(kind);
+    e.state = std::move(state);
+    e.started_ms = started;
+    e.data = std::move(data);
+    return e;
+  };
+  std::vector<engine::EventRecord> h = {
+      ev(1100, "op_processing", ""),                                            // 100 ms queued
+      ev(1110, "dispatched", "a"),                                              //
+      ev(1300, "retry_scheduled", "a", 1120, json::object{{"delay_s", 0.05}}),  // 180 ms call
+      ev(1360, "dispatched", "a"),       // after the 50 ms backoff
+      ev(1400, "failed", "a", 1370),     // 30 ms call
+      ev(1405, "op_failed_temp", "a"),   //
+      ev(5405, "op_processing", ""),     // 4 s paused
+      ev(5410, "dispatched", "b"),       // a fan-out of two
+      ev(5410, "dispatched", "b"),       //
+      ev(5600, "succeeded", "b", 5420),  // 180 ms
+      ev(5650, "succeeded", "b", 5500),  // 150 ms, overlapping
+      ev(5660, "op_completed", "b"),
+  };
+  engine::OpTiming t = engine::op_timing(op, h, 999999);
+  CHECK(t.wall_ms == 4660);
+  CHECK(t.queue_ms == 100);
+  CHECK(t.paused_ms == 4000);
+  CHECK(t.timers_ms == 50);
+  CHECK(t.actions_ms == 180 + 30 + 230);  // b's two calls overlap: 5420..5650
+  CHECK(t.own_ms == 4660 - 100 - 4000 - 50 - 440);
+  REQUIRE(t.states.size() == 2);
+  CHECK(t.states[0].state == "a");
+  CHECK(t.states[0].calls == 2);
+  CHECK(t.states[0].action_ms == 210);
+  CHECK(t.states[0].span_ms == 1400 - 1110);
+  CHECK(t.states[1].calls == 2);
+  CHECK(t.states[1].action_ms == 330);
+  CHECK(t.states[1].span_ms == 5650 - 5410);
+  // Still running: the wall runs to now.
+  op.state = OpState::kProcessing;
+  CHECK(engine::op_timing(op, h, 10000).wall_ms == 9000);
+}
+
+TEST_CASE("the history records when each action call started") {
+  Fixture f;
+  std::string op = f.request("instantiate", f.instantiate_request());
+  f.run();
+  REQUIRE(f.state(op) == OpState::kCompleted);
+  auto h = f.store->history(op);
+  REQUIRE(h.ok());
+  int results = 0;
+  for (const auto& e : h.value()) {
+    if (e.kind == "succeeded" && e.state.starts_with("instantiate_end.")) {
+      ++results;
+      CHECK(e.started_ms > 0);
+      CHECK(e.started_ms <= e.at_ms);
+    }
+    if (e.kind == "dispatched")
+      CHECK(e.started_ms == 0);
+  }
+  CHECK(results >= 1);
+  auto rec = f.store->get_op(op).value();
+  engine::OpTiming t = engine::op_timing(rec, h.value(), engine::now_ms());
+  CHECK(t.wall_ms >= t.actions_ms);
+  int calls = 0;
+  for (const auto& st : t.states)
+    calls += st.calls;
+  CHECK(calls == results);  // the fake actions take no time; their calls are counted
+  // Replay ignores the timing, as it ignores the stamps.
+  auto m = engine::operation_machine(*f.store, rec);
+  REQUIRE(m.ok());
+  auto rep = engine::replay_dry_run(*f.store, rec, *m.value());
+  REQUIRE(rep.ok());
+  CHECK_FALSE(rep.value().diverged);
+}

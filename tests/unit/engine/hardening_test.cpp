@@ -511,7 +511,7 @@ TEST_CASE("state outputs: sealed at rest, read back after a restart and a key ro
   CHECK(vnflow_test::at_rest(f.tdb).find("out-pw-Q7") == std::string::npos);
 }
 
-TEST_CASE("a schema 1 database is brought to the current schema (4) when opened") {
+TEST_CASE("a schema 1 database is brought to the current schema (5) when opened") {
   if (vnflow_test::on_postgres()) {
     WARN("skipped on PostgreSQL: SQLite's schema versions");
     return;
@@ -522,10 +522,14 @@ TEST_CASE("a schema 1 database is brought to the current schema (4) when opened"
   // Schema 1 had no events.outputs column.
   sql(f.db,
       "ALTER TABLE events DROP COLUMN outputs;"
+      "ALTER TABLE events DROP COLUMN started_ms;"
       "ALTER TABLE packages DROP COLUMN vnfd_version;"
       "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
   f.reopen();
-  CHECK(sql_text(f.db, "SELECT value FROM meta WHERE key = 'schema_version'") == "4");
+  CHECK(sql_text(f.db, "SELECT value FROM meta WHERE key = 'schema_version'") == "5");
+  CHECK(sql_text(f.db,
+                 "SELECT count(*) FROM pragma_table_info('events') WHERE name = 'started_ms'") ==
+        "1");
   CHECK(sql_text(f.db,
                  "SELECT count(*) FROM pragma_table_info('packages')"
                  " WHERE name = 'vnfd_version'") == "1");
