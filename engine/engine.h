@@ -563,12 +563,14 @@ json::object event_view(const EventRecord& e);
 // Where an operation's time went (vnflow op show --timing), from its history: `wall` from
 // the request to its settled state (or to `now_ms` while it runs), split into
 //   queue    the request to the first PROCESSING (waiting for a daemon),
-//   paused   FAILED_TEMP until the operator's retry or rollback,
-//   timers   retry backoff the workflow asked for,
+//   paused   FAILED_TEMP until a daemon resumes it (the operator's retry or rollback),
 //   actions  the action calls (their intervals' union: a fan-out's items overlap),
-//   own      the rest: vnflow's stepping, commits and hand-offs.
-// Per state: its calls, their summed time, and its span (first dispatch to last result).
-// Results recorded before schema 5 carry no start: their calls count as own time.
+//   timers   retry backoff and wait states, until they ended,
+//   own      the rest: vnflow's stepping, commits and hand-offs (and time no daemon held it).
+// Each instant counts once, in that order, so the parts add up to `wall`. Per state: its
+// calls, their summed time, and its span (first dispatch to last result); a rollback's
+// compensations are "<state> (rollback)". Results recorded before schema 5 carry no start:
+// their calls are counted, their time is own time. docs/operations.md.
 struct OpTiming {
   int64_t wall_ms = 0, queue_ms = 0, paused_ms = 0, timers_ms = 0, actions_ms = 0, own_ms = 0;
   struct StateTime {

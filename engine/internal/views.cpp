@@ -2,9 +2,11 @@
 // as "***" (actions::redact, the one secret rule). The CLI prints them; the REST API will
 // send them.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <tuple>
 
 #include <boost/json.hpp>
 
@@ -187,65 +189,117 @@ json::object event_view(const EventRecord& e) {
 
 OpTiming op_timing(const OpRecord& op, const std::vector<EventRecord>& history, int64_t now_ms) {
   OpTiming t;
-  int64_t end = is_final(op.state) || op.state == OpState::kFailedTemp
-                    ? (history.empty() ? op.updated_ms : history.back().at_ms)
-                    : now_ms;
-  t.wall_ms = std::max<int64_t>(0, end - op.created_ms);
-  std::vector<std::pair<int64_t, int64_t>> calls;
+  int64_t begin = op.created_ms;
+  int64_t end = now_ms;
+  if (is_final(op.state) || op.state == OpState::kFailedTemp)
+    end = std::max(history.empty() ? 0 : history.back().at_ms, op.updated_ms);
+  end = std::max(end, begin);
+  t.wall_ms = end - begin;
+  // Labelled intervals, then one sweep: each instant goes to the first label that covers it
+  // in this order, so overlaps (a fan-out's items, a backoff beside another item's call, a
+  // cancelled wait) count once and the parts add up to the wall time.
+  enum Label { kQueue, kPaused, kActions, kTimers, kLabels };
+  std::vector<std::tuple<int64_t, int64_t, Label>> spans;
+  auto add = [&spans, begin, end](int64_t from, int64_t to, Label l) {
+    from = std::clamp(from, begin, end);
+    to = std::clamp(to, begin, end);
+    if (to > from)
+      spans.emplace_back(from, to, l);
+  };
   std::map<std::string, size_t> index;
-  std::vector<std::pair<int64_t, int64_t>> spans;  // per state: first dispatch, last result
+  std::vector<std::pair<int64_t, int64_t>> state_spans;  // first dispatch .. last result
+  bool processing = false, rollback = false;
   int64_t paused_since = -1;
-  bool started = false;
-  for (const EventRecord& e : history) {
-    if (e.kind == "op_processing" && !started) {
-      t.queue_ms = std::max<int64_t>(0, e.at_ms - op.created_ms);
-      started = true;
+  // A timer (retry backoff, wait state) runs until the next event of the operation at the
+  // latest: a cancel or a stop ends it early.
+  for (size_t k = 0; k < history.size(); ++k) {
+    const EventRecord& e = history[k];
+    int64_t next_at = k + 1 < history.size() ? history[k + 1].at_ms : end;
+    if (e.kind == "op_processing" && !processing) {
+      add(begin, e.at_ms, kQueue);
+      processing = true;
     }
+    if (e.kind == "rollback_resumed" || e.kind == "compensating")
+      rollback = true;
     if (e.kind == "op_failed_temp") {
-      paused_since = e.at_ms;
-    } else if (paused_since >= 0 && (e.kind == "op_processing" || e.kind == "resumed" ||
-                                     e.kind == "rollback_resumed" || e.kind == "compensating")) {
-      t.paused_ms += std::max<int64_t>(0, e.at_ms - paused_since);
+      if (paused_since < 0)
+        paused_since = e.at_ms;
+    } else if (paused_since >= 0 &&
+               (e.kind == "op_processing" || e.kind == "resumed" || e.kind == "rollback_resumed")) {
+      add(paused_since, e.at_ms, kPaused);
       paused_since = -1;
     }
-    if (e.kind == "retry_scheduled" && e.data.is_object()) {
-      if (const json::value* d = e.data.get_object().if_contains("delay_s"); d && d->is_number())
-        t.timers_ms += static_cast<int64_t>(d->to_number<double>() * 1000);
+    auto seconds = [&e](const char* key) {
+      const json::value* d = e.data.is_object() ? e.data.get_object().if_contains(key) : nullptr;
+      return d != nullptr && d->is_number()
+                 ? static_cast<int64_t>(std::llround(d->to_number<double>() * 1000))
+                 : int64_t{0};
+    };
+    if (e.kind == "retry_scheduled") {
+      // Until the item's next dispatch (or the timer's end, or the next event of a stopped run).
+      int64_t to = e.at_ms + seconds("delay_s");
+      for (size_t j = k + 1; j < history.size(); ++j) {
+        if (history[j].kind == "dispatched" && history[j].state == e.state &&
+            history[j].item == e.item) {
+          to = std::min(to, history[j].at_ms);
+          break;
+        }
+        if (history[j].kind == "op_failed_temp" || history[j].kind == "cancel_requested") {
+          to = std::min(to, history[j].at_ms);
+          break;
+        }
+      }
+      add(e.at_ms, to, kTimers);
     }
-    if (e.state.empty() || (e.kind != "dispatched" && e.started_ms <= 0))
+    if (e.kind == "waiting")
+      add(e.at_ms, std::min(e.at_ms + seconds("seconds"), next_at), kTimers);
+    bool result = e.kind == "succeeded" || e.kind == "failed" || e.kind == "retry_scheduled" ||
+                  e.kind == "compensated";
+    if (e.state.empty() || (e.kind != "dispatched" && e.kind != "compensating" && !result))
       continue;
-    auto [it, fresh] = index.try_emplace(e.state, t.states.size());
+    std::string name = rollback ? e.state + " (rollback)" : e.state;
+    auto [it, fresh] = index.try_emplace(name, t.states.size());
     if (fresh) {
-      t.states.push_back({e.state, 0, 0, 0});
-      spans.emplace_back(e.kind == "dispatched" ? e.at_ms : e.started_ms, e.at_ms);
+      t.states.push_back({name, 0, 0, 0});
+      state_spans.emplace_back(result && e.started_ms > 0 ? e.started_ms : e.at_ms, e.at_ms);
     }
-    OpTiming::StateTime& st = t.states[it->second];
-    spans[it->second].second = e.at_ms;
-    if (e.kind == "dispatched")
+    state_spans[it->second].second = e.at_ms;
+    if (!result)
       continue;
+    OpTiming::StateTime& st = t.states[it->second];
     st.calls++;
-    st.action_ms += std::max<int64_t>(0, e.at_ms - e.started_ms);
-    calls.emplace_back(e.started_ms, e.at_ms);
-  }
-  for (size_t i = 0; i < t.states.size(); ++i)
-    t.states[i].span_ms = std::max<int64_t>(0, spans[i].second - spans[i].first);
-  // The calls' union: overlapping items of a fan-out count once.
-  std::sort(calls.begin(), calls.end());
-  int64_t cur_from = 0, cur_to = -1;
-  for (const auto& [from, to] : calls) {
-    if (from > cur_to) {
-      if (cur_to >= cur_from)
-        t.actions_ms += cur_to - cur_from;
-      cur_from = from;
-      cur_to = to;
-    } else {
-      cur_to = std::max(cur_to, to);
+    if (e.started_ms > 0) {  // results before schema 5 have no start: their time is unknown
+      st.action_ms += std::max<int64_t>(0, e.at_ms - e.started_ms);
+      add(e.started_ms, e.at_ms, kActions);
     }
   }
-  if (cur_to >= cur_from)
-    t.actions_ms += cur_to - cur_from;
-  t.own_ms =
-      std::max<int64_t>(0, t.wall_ms - t.queue_ms - t.paused_ms - t.timers_ms - t.actions_ms);
+  if (!processing)
+    add(begin, history.empty() ? end : history.front().at_ms, kQueue);
+  if (paused_since >= 0)
+    add(paused_since, end, kPaused);  // still waiting for the operator (or FAILED since)
+  for (size_t i = 0; i < t.states.size(); ++i)
+    t.states[i].span_ms = std::max<int64_t>(0, state_spans[i].second - state_spans[i].first);
+  // The sweep: at each boundary, the count of open intervals per label.
+  std::vector<std::tuple<int64_t, int, Label>> edges;
+  for (const auto& [from, to, l] : spans) {
+    edges.emplace_back(from, +1, l);
+    edges.emplace_back(to, -1, l);
+  }
+  std::sort(edges.begin(), edges.end());
+  int open[kLabels] = {0, 0, 0, 0};
+  int64_t* part[kLabels] = {&t.queue_ms, &t.paused_ms, &t.actions_ms, &t.timers_ms};
+  int64_t at = begin;
+  for (const auto& [x, delta, l] : edges) {
+    for (int k = 0; k < kLabels; ++k) {
+      if (open[k] > 0) {
+        *part[k] += x - at;
+        break;
+      }
+    }
+    at = x;
+    open[l] += delta;
+  }
+  t.own_ms = t.wall_ms - t.queue_ms - t.paused_ms - t.actions_ms - t.timers_ms;
   return t;
 }
 

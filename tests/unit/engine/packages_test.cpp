@@ -295,7 +295,8 @@ TEST_CASE("a database from before package states gets them: its packages ONBOARD
                      "ALTER TABLE packages DROP COLUMN operational_state;"
                      "ALTER TABLE packages DROP COLUMN user_data;"
                      "ALTER TABLE packages DROP COLUMN failure;"
-                     "ALTER TABLE packages DROP COLUMN vnfd_version;") +
+                     "ALTER TABLE packages DROP COLUMN vnfd_version;"
+                     "ALTER TABLE events DROP COLUMN started_ms;") +
          (pg ? "UPDATE meta SET value = '1' WHERE key = 'schema_version'"
              : "UPDATE meta SET value = '2' WHERE key = 'schema_version'"));
   auto r = reread(*db.store, p.value().id);
@@ -311,4 +312,5 @@ TEST_CASE("a database from before package states gets them: its packages ONBOARD
   CHECK(reread(*db.store, q.id).vnfd_version == "1.0");
   db.reopen();
   CHECK(db.store->list_packages().value().size() == 2);
+  CHECK(db.store->history("no-such-op").ok());  // reads events.started_ms (schema 5)
 }
