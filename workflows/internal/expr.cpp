@@ -439,7 +439,11 @@ struct Sig {
 constexpr Sig kSigs[] = {
     {"default", 2, 2}, {"len", 1, 1},        {"contains", 2, 3}, {"merge", 2, 2}, {"string", 1, 1},
     {"int", 1, 1},     {"json", 1, 1},       {"join", 2, 2},     {"keys", 1, 1},  {"trim", 1, 1},
-    {"find", 3, 3},    {"shellquote", 1, 1}, {"pathsafe", 1, 1}};
+    {"find", 3, 3},    {"shellquote", 1, 1}, {"pathsafe", 1, 1}, {"range", 1, 2}, {"slice", 2, 3},
+    {"concat", 2, 8},  {"distinct", 1, 1},   {"sort", 1, 1},     {"first", 1, 1}, {"last", 1, 1}};
+// The most elements range() and concat() make: a list is a fan-out's items or a
+// command's arguments, not a data set.
+constexpr int64_t kMaxListItems = 10000;
 const Sig* find_sig(std::string_view name) {
   for (const auto& s : kSigs) {
     if (name == s.name)
@@ -674,6 +678,72 @@ R eval_call(const Expr& e, const Scope& s) {
           " is not a safe file name (1 to 255 of A-Z a-z 0-9 . _ -, not \".\" or \"..\", "
           "not starting with \"-\")");
     return json::value(t);
+  }
+  if (f == "range") {
+    for (const auto& a : args) {
+      if (!is_int(a))
+        return type_error(e, "range() needs integers, not " + kind_name(a));
+    }
+    int64_t from = args.size() == 2 ? as_int(args[0]) : 0;
+    int64_t to = as_int(args.back());
+    if (to > from && static_cast<uint64_t>(to) - static_cast<uint64_t>(from) >
+                         static_cast<uint64_t>(kMaxListItems))
+      return type_error(e, "range() of more than " + std::to_string(kMaxListItems) + " numbers");
+    json::array out;
+    for (int64_t i = from; i < to; ++i)
+      out.push_back(i);
+    return json::value(std::move(out));
+  }
+  if (f == "slice") {
+    if (!args[0].is_array() || !is_int(args[1]) || (args.size() == 3 && !is_int(args[2])))
+      return type_error(e, "slice() needs a list and integer positions");
+    const json::array& a = args[0].get_array();
+    auto n = static_cast<int64_t>(a.size());
+    // Python's rules: a negative position counts from the end; out of range is clamped.
+    auto pos = [n](int64_t p) { return std::clamp(p < 0 ? p + n : p, int64_t{0}, n); };
+    int64_t from = pos(as_int(args[1])), to = args.size() == 3 ? pos(as_int(args[2])) : n;
+    json::array out;
+    for (int64_t i = from; i < to; ++i)
+      out.push_back(a[static_cast<size_t>(i)]);
+    return json::value(std::move(out));
+  }
+  if (f == "concat") {
+    json::array out;
+    for (const auto& a : args) {
+      if (!a.is_array())
+        return type_error(e, "concat() needs lists, not " + kind_name(a));
+      if (static_cast<int64_t>(out.size() + a.get_array().size()) > kMaxListItems)
+        return type_error(e, "concat() of more than " + std::to_string(kMaxListItems) + " items");
+      out.insert(out.end(), a.get_array().begin(), a.get_array().end());
+    }
+    return json::value(std::move(out));
+  }
+  if (f == "distinct" || f == "sort" || f == "first" || f == "last") {
+    if (!args[0].is_array())
+      return type_error(e, f + "() of " + kind_name(args[0]));
+    const json::array& a = args[0].get_array();
+    if (f == "first" || f == "last")
+      return a.empty() ? json::value(nullptr) : (f == "first" ? a.front() : a.back());
+    if (f == "distinct") {
+      json::array out;
+      for (const auto& v : a) {  // the first of equal items, in order
+        if (std::none_of(out.begin(), out.end(),
+                         [&v](const json::value& o) { return values_equal(o, v); }))
+          out.push_back(v);
+      }
+      return json::value(std::move(out));
+    }
+    bool numbers =
+        std::all_of(a.begin(), a.end(), [](const json::value& v) { return is_number(v); });
+    bool strings =
+        std::all_of(a.begin(), a.end(), [](const json::value& v) { return v.is_string(); });
+    if (!numbers && !strings)
+      return type_error(e, "sort() needs a list of numbers or of strings");
+    json::array out = a;
+    std::stable_sort(out.begin(), out.end(), [numbers](const json::value& x, const json::value& y) {
+      return numbers ? as_double(x) < as_double(y) : x.get_string() < y.get_string();
+    });
+    return json::value(std::move(out));
   }
   if (f == "keys") {
     if (!args[0].is_object())
@@ -1133,6 +1203,34 @@ class Checker {
     }
     if (f == "keys")
       return make_type(K::kList, prim(K::kString));
+    auto list_arg = [&](size_t i) {
+      if (args[i]->kind != K::kAny && args[i]->kind != K::kList)
+        error(*e.kids[i], "W0013", f + "() needs a list, not " + to_string(*args[i]));
+    };
+    if (f == "range") {
+      for (size_t i = 0; i < args.size(); ++i)
+        expect(*e.kids[i], *args[i], *prim(K::kInt), "range()");
+      return make_type(K::kList, prim(K::kInt));
+    }
+    if (f == "slice" || f == "distinct" || f == "sort") {
+      list_arg(0);
+      for (size_t i = 1; i < args.size(); ++i)
+        expect(*e.kids[i], *args[i], *prim(K::kInt), "slice()");
+      return args[0]->kind == K::kList ? args[0] : make_type(K::kList, prim(K::kAny));
+    }
+    if (f == "concat") {
+      TypeRef elem;
+      for (size_t i = 0; i < args.size(); ++i) {
+        list_arg(i);
+        TypeRef el = args[i]->kind == K::kList && args[i]->elem ? args[i]->elem : prim(K::kAny);
+        elem = elem ? join(elem, el) : el;
+      }
+      return make_type(K::kList, elem);
+    }
+    if (f == "first" || f == "last") {
+      list_arg(0);
+      return args[0]->kind == K::kList && args[0]->elem ? args[0]->elem : prim(K::kAny);
+    }
     if (f == "find") {
       if (args[0]->kind != K::kAny && args[0]->kind != K::kList)
         error(*e.kids[0], "W0013", "find() needs a list, not " + to_string(*args[0]));
@@ -1236,7 +1334,7 @@ bool carries_request_text(const Expr& e, const TypeScope& scope) {
       return carries_request_text(*e.kids[0], scope);
     case Expr::Op::kCall:
       if (e.name == "shellquote" || e.name == "pathsafe" || e.name == "int" || e.name == "len" ||
-          e.name == "contains")
+          e.name == "contains" || e.name == "range")
         return false;
       return any_kid();
     case Expr::Op::kList:
@@ -1257,6 +1355,13 @@ bool split_template_string(std::string_view s, std::vector<StringPart>& parts, s
     if (open == std::string_view::npos) {
       parts.push_back({false, std::string(s.substr(pos)), static_cast<uint32_t>(pos)});
       break;
+    }
+    if (open > pos && s[open - 1] == '$') {
+      // "$${" is a literal "${" (a shell's ${VAR:-x}): the text up to it, one '$' dropped.
+      parts.push_back(
+          {false, std::string(s.substr(pos, open - pos - 1)) + "${", static_cast<uint32_t>(pos)});
+      pos = open + 2;
+      continue;
     }
     if (open > pos)
       parts.push_back({false, std::string(s.substr(pos, open - pos)), static_cast<uint32_t>(pos)});

@@ -51,6 +51,17 @@ std::vector<std::string> type_errors(const std::string& text) {
   return out;
 }
 
+// A template (JSON text) evaluated with `request`.
+json::value eval_template(const char* text, const json::value& request) {
+  auto t = workflows::Template::parse(json::parse(text));
+  REQUIRE(t.ok());
+  workflows::Scope s;
+  s.request = &request;
+  auto v = t.value().evaluate(s);
+  REQUIRE(v.ok());
+  return v.value();
+}
+
 }  // namespace
 
 TEST_CASE("expressions evaluate with JSON semantics") {
@@ -106,15 +117,9 @@ TEST_CASE("the type checker knows request bodies and the instance record") {
 }
 
 TEST_CASE("templates keep types of whole expressions and interpolate the rest") {
-  auto t = workflows::Template::parse(
-      json::parse(R"({"a": "${request.n}", "b": "n=${request.n}", "c": [1, "${request.n}"]})"));
-  REQUIRE(t.ok());
-  json::value req = json::parse(R"({"n": 5})");
-  workflows::Scope s;
-  s.request = &req;
-  auto v = t.value().evaluate(s);
-  REQUIRE(v.ok());
-  CHECK(v.value() == json::parse(R"({"a": 5, "b": "n=5", "c": [1, 5]})"));
+  CHECK(eval_template(R"({"a": "${request.n}", "b": "n=${request.n}", "c": [1, "${request.n}"]})",
+                      json::parse(R"({"n": 5})")) ==
+        json::parse(R"({"a": 5, "b": "n=5", "c": [1, 5]})"));
   CHECK_FALSE(workflows::Template::parse(json::value("${unterminated")).ok());
 }
 
@@ -625,4 +630,46 @@ states:
   CHECK(all.find("no state \"a\" before this one") != std::string::npos);  // itself
   CHECK(all.find("state \"b\" may not have run") != std::string::npos);
   CHECK(all.find("no state \"aa\" before this one; did you mean \"a\"?") != std::string::npos);
+}
+
+TEST_CASE("list functions: range, slice, concat, distinct, sort, first, last") {
+  json::value req = json::parse(R"({"nodes": ["a", "b", "c", "b"], "n": [3, 1, 2.5]})");
+  CHECK(eval("range(3)", req) == json::parse("[0, 1, 2]"));
+  CHECK(eval("range(2, 5)", req) == json::parse("[2, 3, 4]"));
+  CHECK(eval("range(0)", req) == json::parse("[]"));
+  CHECK(eval("range(5, 2)", req) == json::parse("[]"));
+  CHECK(eval("slice(request.nodes, 1)", req) == json::parse(R"(["b", "c", "b"])"));
+  CHECK(eval("slice(request.nodes, 0, -1)", req) == json::parse(R"(["a", "b", "c"])"));
+  CHECK(eval("slice(request.nodes, -2)", req) == json::parse(R"(["c", "b"])"));
+  CHECK(eval("slice(request.nodes, 10)", req) == json::parse("[]"));  // clamped, no error
+  CHECK(eval("concat(request.nodes, ['x'], [])", req) ==
+        json::parse(R"(["a", "b", "c", "b", "x"])"));
+  CHECK(eval("distinct(request.nodes)", req) == json::parse(R"(["a", "b", "c"])"));
+  CHECK(eval("distinct([1, 1.0, 2])", req) == json::parse("[1, 2]"));
+  CHECK(eval("sort(request.n)", req) == json::parse("[1, 2.5, 3]"));
+  CHECK(eval("sort(distinct(request.nodes))", req) == json::parse(R"(["a", "b", "c"])"));
+  CHECK(eval("first(request.nodes)", req) == "a");
+  CHECK(eval("last(request.nodes)", req) == "b");
+  CHECK(eval("first([])", req).is_null());
+  // "every VM but the leader", and the leader
+  CHECK(eval("slice(request.nodes, 1)[0]", req) == "b");
+  // Bad input: a clear error, never a huge list.
+  CHECK(try_eval("range(100000000)", req).status().message().find("more than 10000") !=
+        std::string::npos);
+  CHECK(try_eval("range(-9223372036854775807, 9223372036854775807)", req)
+            .status()
+            .message()
+            .find("more than 10000") != std::string::npos);
+  CHECK_FALSE(try_eval("sort(['a', 1])", req).ok());
+  CHECK_FALSE(try_eval("concat(request.nodes, 'x')", req).ok());
+  CHECK(type_errors("range('x')").size() == 1);
+  CHECK(type_errors("slice(1, 2)") ==
+        std::vector<std::string>{"W0013 slice() needs a list, not integer"});
+  CHECK(type_errors("first(slice(request.additionalParams.nodes, 1))").empty());
+}
+
+TEST_CASE("$${ is a literal ${ in a template (a shell's ${VAR:-x})") {
+  CHECK(eval_template(R"({"shell": "echo $${HOME:-/root} ${request.n} $${X}", "plain": "$${"})",
+                      json::parse(R"({"n": 5})")) ==
+        json::parse(R"({"shell": "echo ${HOME:-/root} 5 ${X}", "plain": "${"})"));
 }
