@@ -114,6 +114,7 @@ struct Scope {
   std::string_view segment;               // prefix of the current state ("instantiate_end")
   const json::value* item = nullptr;      // the fan-out item
   std::string_view item_name;             // its name in expressions ("item" or `as:`)
+  int64_t item_index = 0;                 // its position in the list (`index`)
   const json::value* self = nullptr;      // in a compensation: the state's own outputs
 };
 

@@ -225,6 +225,7 @@ workflows::Scope Stepper::scope(Run& r, const State& s, int item) {
   if (!s.for_each.empty() && item >= 0 && static_cast<size_t>(item) < r.c.values.size()) {
     sc.item = &r.c.values[static_cast<size_t>(item)];
     sc.item_name = s.as;
+    sc.item_index = item;
   }
   return sc;
 }
@@ -618,6 +619,7 @@ void Stepper::step_rollback(Run& r) {
     if (!s.for_each.empty()) {
       sc.item = &d.value;
       sc.item_name = s.as;
+      sc.item_index = d.item;
     }
     auto in = s.compensate->with.evaluate(sc);
     std::string key = key_for(r, s, s.for_each.empty() ? -1 : d.item, it.attempt, true, d.visit);

@@ -140,6 +140,8 @@ has "... COMPLETED INSTANTIATE" "$T_DIR/check.out" -x "COMPLETED INSTANTIATE"
 check "openstack v2 vnflcm list" osc2 vnflcm list -f value -c ID
 has "... both instances" "$T_DIR/check.out" -x "$inst2"
 check "... its files in the work folder of its extensions" test -f "$T_DIR/vnfs/$inst2/n1.conf"
+has "... each node's file with its position in the list (the fan-out's index)" \
+  "$T_DIR/vnfs/$inst2/n1.conf" '^node=n1 index=0 port='
 req GET "/vnflcm/v2/vnf_instances/$inst2" -H 'Version: 2.0.0'
 check "... which the instance records" test "$(field 'd["extensions"]["work_dir"]')" = "$T_DIR/vnfs"
 check "... with the VNFD's own version (vnfdVersion)" test "$(field 'd["vnfdVersion"]')" = 1.0

@@ -950,7 +950,7 @@ class Compiler {
         scope.item_name = s.as;
         scope.item = lt->kind == K::kList ? lt->elem : any_type();
         if (s.as == "request" || s.as == "instance" || s.as == "vnfd" || s.as == "op" ||
-            s.as == "states" || s.as == "self")
+            s.as == "states" || s.as == "self" || s.as == "index")
           diags_.error("W0002", n.get("as") ? n.get("as").location() : fe.location(),
                        "\"as: " + s.as + "\" hides a name expressions use; pick another");
       }

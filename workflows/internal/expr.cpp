@@ -859,6 +859,8 @@ R eval(const Expr& e, const Scope& s) {
         v = s.self;
       else if (!s.item_name.empty() && e.name == s.item_name)
         v = s.item;
+      else if (!s.item_name.empty() && e.name == "index")
+        return json::value(s.item_index);
       if (v == nullptr)
         return missing(e);
       return *v;
@@ -1065,6 +1067,8 @@ class Checker {
       return s_.self;
     if (!s_.item_name.empty() && n == s_.item_name)
       return s_.item ? s_.item : prim(K::kAny);
+    if (!s_.item_name.empty() && n == "index")
+      return prim(K::kInt);
     if (n == "states") {
       error(e, "W0021", "\"states\" needs a state name: states.NAME.OUTPUT");
       return prim(K::kAny);
@@ -1072,9 +1076,13 @@ class Checker {
     std::vector<std::string> names = {"request", "instance", "vnfd", "op", "states"};
     if (s_.self)
       names.push_back("self");
-    if (!s_.item_name.empty())
+    if (!s_.item_name.empty()) {
       names.push_back(s_.item_name);
+      names.push_back("index");
+    }
     std::string msg = "unknown name \"" + n + "\"";
+    if (n == "index")
+      msg = "\"index\" is only defined in a for_each state (the item's position)";
     if (n == "self")
       msg = "\"self\" is only defined in a compensation";
     std::string hint = base::closest_match(n, names);

@@ -673,3 +673,39 @@ TEST_CASE("$${ is a literal ${ in a template (a shell's ${VAR:-x})") {
                       json::parse(R"({"n": 5})")) ==
         json::parse(R"({"shell": "echo ${HOME:-/root} 5 ${X}", "plain": "${"})"));
 }
+
+TEST_CASE("index: the fan-out item's position, only in a for_each state") {
+  json::value item = "b";
+  workflows::Scope s;
+  s.item = &item;
+  s.item_name = "node";
+  s.item_index = 1;
+  std::string err;
+  uint32_t off = 0;
+  auto e = Expr::parse("[index, node, index > 0]", &err, &off);
+  REQUIRE(e);
+  auto v = e->evaluate(s);
+  REQUIRE(v.ok());
+  CHECK(v.value() == json::parse(R"([1, "b", true])"));
+  // A one-state workflow: `fan` (for_each and as lines, or ""), then a command.
+  auto wf = [](const std::string& fan, const std::string& command) {
+    return "start: s\nstates:\n  s:\n    action: local.exec\n" + fan + "    with:\n" +
+           "      command: " + command + "\n    timeout: 10s\n    next: done\n" +
+           "  done:\n    succeed: true\n";
+  };
+  bool compiled = false;
+  CHECK(compile_diags(wf("    for_each: ${slice(request.additionalParams.nodes, 1)}\n"
+                         "    as: node\n",
+                         R"([echo, "${string(index)}", "${string(index + 1)}"])"),
+                      &compiled)
+            .empty());
+  CHECK(compiled);
+  // Outside a fan-out it is unknown; as a fan-out name it would hide the position.
+  auto outside = compile_diags(wf("", R"([echo, "${string(index)}"])"));
+  REQUIRE(outside.size() == 1);
+  CHECK(outside[0].find("\"index\" is only defined in a for_each state") != std::string::npos);
+  auto hides = compile_diags(wf("    for_each: ${request.additionalParams.nodes}\n    as: index\n",
+                                R"([echo, "${string(index)}"])"));
+  REQUIRE_FALSE(hides.empty());
+  CHECK(hides[0].find("\"as: index\" hides a name") != std::string::npos);
+}
