@@ -122,7 +122,7 @@ vim=$("$v" vim register --name v2-vim --auth-url http://127.0.0.1:1/v3 --usernam
 # The work folder in the request's extensions (SOL003: they go into the instance), so the
 # later operations find it there: the client's terminate cannot send additionalParams.
 cat >"$T_DIR/inst2.json" <<EOF
-{"flavourId": "simple", "extensions": {"work_dir": "$T_DIR/vnfs"}, "additionalParams": {"nodes": ["n1"]},
+{"flavourId": "simple", "extensions": {"work_dir": "$T_DIR/vnfs"}, "additionalParams": {"nodes": ["n1", "n2"]},
  "vimConnectionInfo": {"vim1": {"vimId": "$vim", "vimType": "ETSINFV.OPENSTACK_KEYSTONE.V_3"}}}
 EOF
 check "openstack v2 vnflcm create" osc2 vnflcm create "$vnfd" --name v2-1 -f value -c ID
@@ -142,6 +142,7 @@ has "... both instances" "$T_DIR/check.out" -x "$inst2"
 check "... its files in the work folder of its extensions" test -f "$T_DIR/vnfs/$inst2/n1.conf"
 has "... each node's file with its position in the list (the fan-out's index)" \
   "$T_DIR/vnfs/$inst2/n1.conf" '^node=n1 index=0 port='
+has "... the second node's, index 1" "$T_DIR/vnfs/$inst2/n2.conf" '^node=n2 index=1 port='
 req GET "/vnflcm/v2/vnf_instances/$inst2" -H 'Version: 2.0.0'
 check "... which the instance records" test "$(field 'd["extensions"]["work_dir"]')" = "$T_DIR/vnfs"
 check "... with the VNFD's own version (vnfdVersion)" test "$(field 'd["vnfdVersion"]')" = 1.0

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <set>
 
 #include <boost/json.hpp>
 
@@ -432,8 +433,10 @@ struct Sig {
   bool takes(size_t n) const { return n >= min && n <= max; }
   std::string arity_error(size_t n) const {
     return std::string(name) + "() takes " + std::to_string(min) +
-           (max != min ? " or " + std::to_string(max) : std::string()) + " arguments, not " +
-           std::to_string(n);
+           (max == min       ? std::string()
+            : max == min + 1 ? " or " + std::to_string(max)
+                             : " to " + std::to_string(max)) +
+           " arguments, not " + std::to_string(n);
   }
 };
 constexpr Sig kSigs[] = {
@@ -524,6 +527,11 @@ R type_error(const Expr& e, std::string what) {
 
 R eval(const Expr& e, const Scope& s);
 
+R over_budget(const Expr& e) {
+  return type_error(
+      e, "the values it builds exceed " + std::to_string(EvalBudget::kMaxEvalBytes >> 20) + " MiB");
+}
+
 // A value for a message: in double quotes, `"` and `\\` escaped, bytes outside printable
 // ASCII as \\xNN, cut at 80 bytes.
 std::string quoted_for_message(std::string_view s) {
@@ -546,7 +554,20 @@ std::string quoted_for_message(std::string_view s) {
   return out;
 }
 
+R eval_call_body(const Expr& e, const Scope& s);
+
+// A call's result counts against the evaluation's budget (EvalBudget), but for the calls
+// that only select (default, find, first, last, len, contains, int, keys of a map).
 R eval_call(const Expr& e, const Scope& s) {
+  R r = eval_call_body(e, s);
+  const std::string& f = e.name;
+  if (r.ok() && f != "default" && f != "find" && f != "first" && f != "last" &&
+      !EvalBudget::charge(EvalBudget::size_of(r.value())))
+    return over_budget(e);
+  return r;
+}
+
+R eval_call_body(const Expr& e, const Scope& s) {
   const std::string& f = e.name;
   // The type checker refused these at compile time; a machine read back from JSON is
   // parsed again, never checked, so the evaluator does not take them on trust.
@@ -663,6 +684,8 @@ R eval_call(const Expr& e, const Scope& s) {
         out += args[1].get_string();
       first = false;
       out += interpolate(item);
+      if (out.size() > EvalBudget::kMaxEvalBytes)
+        return over_budget(e);
     }
     return json::value(out);
   }
@@ -679,10 +702,16 @@ R eval_call(const Expr& e, const Scope& s) {
           "not starting with \"-\")");
     return json::value(t);
   }
+  // An integer argument: a uint64 above INT64_MAX (from a request) is out of range, not a
+  // negative number.
+  auto int_arg = [&args](size_t i) {
+    return is_int(args[i]) && !(args[i].is_uint64() && args[i].get_uint64() > INT64_MAX);
+  };
   if (f == "range") {
-    for (const auto& a : args) {
-      if (!is_int(a))
-        return type_error(e, "range() needs integers, not " + kind_name(a));
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!int_arg(i))
+        return type_error(e, "range() needs integers, not " + kind_name(args[i]) +
+                                 (is_int(args[i]) ? " out of range" : ""));
     }
     int64_t from = args.size() == 2 ? as_int(args[0]) : 0;
     int64_t to = as_int(args.back());
@@ -695,7 +724,7 @@ R eval_call(const Expr& e, const Scope& s) {
     return json::value(std::move(out));
   }
   if (f == "slice") {
-    if (!args[0].is_array() || !is_int(args[1]) || (args.size() == 3 && !is_int(args[2])))
+    if (!args[0].is_array() || !int_arg(1) || (args.size() == 3 && !int_arg(2)))
       return type_error(e, "slice() needs a list and integer positions");
     const json::array& a = args[0].get_array();
     auto n = static_cast<int64_t>(a.size());
@@ -722,26 +751,44 @@ R eval_call(const Expr& e, const Scope& s) {
     if (!args[0].is_array())
       return type_error(e, f + "() of " + kind_name(args[0]));
     const json::array& a = args[0].get_array();
-    if (f == "first" || f == "last")
-      return a.empty() ? json::value(nullptr) : (f == "first" ? a.front() : a.back());
+    if (f == "first" || f == "last") {
+      if (a.empty())  // not set: default(first(list), x) gives x
+        return missing(e);
+      return f == "first" ? a.front() : a.back();
+    }
     if (f == "distinct") {
+      // The first of equal items, in order; equal as values_equal says for numbers (1 and
+      // 1.0), by their JSON otherwise. O(n log n): a request's list may be long.
+      std::set<std::string> seen;
       json::array out;
-      for (const auto& v : a) {  // the first of equal items, in order
-        if (std::none_of(out.begin(), out.end(),
-                         [&v](const json::value& o) { return values_equal(o, v); }))
+      for (const auto& v : a) {
+        std::string key;
+        if (is_int(v) && !(v.is_uint64() && v.get_uint64() > INT64_MAX))
+          key = "i" + std::to_string(as_int(v));
+        else if (is_number(v) && std::nearbyint(as_double(v)) == as_double(v) &&
+                 std::fabs(as_double(v)) < 9.2e18)
+          key = "i" + std::to_string(static_cast<int64_t>(as_double(v)));
+        else
+          key = "j" + json::serialize(v);
+        if (seen.insert(std::move(key)).second)
           out.push_back(v);
       }
       return json::value(std::move(out));
     }
-    bool numbers =
-        std::all_of(a.begin(), a.end(), [](const json::value& v) { return is_number(v); });
+    bool numbers = std::all_of(a.begin(), a.end(), [](const json::value& v) {
+      return is_number(v) && std::isfinite(as_double(v));
+    });
     bool strings =
         std::all_of(a.begin(), a.end(), [](const json::value& v) { return v.is_string(); });
     if (!numbers && !strings)
-      return type_error(e, "sort() needs a list of numbers or of strings");
+      return type_error(e, "sort() needs a list of (finite) numbers or of strings");
     json::array out = a;
     std::stable_sort(out.begin(), out.end(), [numbers](const json::value& x, const json::value& y) {
-      return numbers ? as_double(x) < as_double(y) : x.get_string() < y.get_string();
+      if (!numbers)
+        return x.get_string() < y.get_string();
+      if (x.is_int64() && y.is_int64())  // exact beyond 2^53
+        return x.get_int64() < y.get_int64();
+      return as_double(x) < as_double(y);
     });
     return json::value(std::move(out));
   }
@@ -786,8 +833,12 @@ R eval_binary(const Expr& e, const Scope& s) {
     return json::value(values_equal(a, b));
   if (op == "!=")
     return json::value(!values_equal(a, b));
-  if (op == "+" && (a.is_string() || b.is_string()))
-    return json::value(interpolate(a) + interpolate(b));
+  if (op == "+" && (a.is_string() || b.is_string())) {
+    std::string x = interpolate(a), y = interpolate(b);
+    if (!EvalBudget::charge(x.size() + y.size()))
+      return over_budget(e);
+    return json::value(x + y);
+  }
   if (op == "<" || op == "<=" || op == ">" || op == ">=") {
     int c;
     if (is_number(a) && is_number(b)) {
@@ -1302,11 +1353,52 @@ std::shared_ptr<const Expr> Expr::parse(std::string_view text, std::string* erro
   return e;
 }
 
+namespace {
+thread_local size_t t_budget_used = 0;
+thread_local int t_budget_depth = 0;
+}  // namespace
+
+EvalBudget::EvalBudget() {
+  if (t_budget_depth++ == 0)
+    t_budget_used = 0;
+}
+
+EvalBudget::~EvalBudget() {
+  --t_budget_depth;
+}
+
+bool EvalBudget::charge(size_t bytes) {
+  t_budget_used += std::min(bytes, kMaxEvalBytes + 1);
+  return t_budget_used <= kMaxEvalBytes;
+}
+
+size_t EvalBudget::size_of(const json::value& v, size_t cap) {
+  size_t n = 16;
+  if (v.is_string()) {
+    n += v.get_string().size();
+  } else if (v.is_array()) {
+    for (const auto& x : v.get_array()) {
+      if (n > cap)
+        break;
+      n += size_of(x, cap - n);
+    }
+  } else if (v.is_object()) {
+    for (const auto& kv : v.get_object()) {
+      if (n > cap)
+        break;
+      n += kv.key().size() + size_of(kv.value(), cap - n);
+    }
+  }
+  return n;
+}
+
 base::Result<json::value> Expr::evaluate(const Scope& scope) const {
+  EvalBudget budget;
   return eval(*this, scope);
 }
 
 base::Result<json::value> evaluate(const Expr& e, const Scope& scope) {
+  EvalBudget budget;
   return eval(e, scope);
 }
 
@@ -1315,11 +1407,24 @@ TypeRef check_expr(const Expr& e, const TypeScope& scope, std::vector<TypeError>
 }
 
 bool carries_request_text(const Expr& e, const TypeScope& scope) {
-  // A number or a boolean cannot carry text into a command line.
-  std::vector<TypeError> ignored;
-  TypeRef t = check_expr(e, scope, ignored);
-  if (t->kind == K::kInt || t->kind == K::kNumber || t->kind == K::kBool || t->kind == K::kNull)
-    return false;
+  // A field declared a number or a boolean cannot carry text into a command line (the
+  // request is checked against its SOL003 type before it is queued). Only a path's declared
+  // type counts: a call's or an operator's static type may come from joining `any` with a
+  // literal (concat(request.additionalParams.ports, [22]) is list(integer) to the checker
+  // and any text at run time), and so may a fan-out item over such a list.
+  if (e.op == Expr::Op::kRoot || e.op == Expr::Op::kField || e.op == Expr::Op::kIndex) {
+    const Expr* root = &e;
+    while (root->op == Expr::Op::kField || root->op == Expr::Op::kIndex)
+      root = root->kids[0].get();
+    bool declared = root->op == Expr::Op::kRoot &&
+                    !(!scope.item_name.empty() && root->name == scope.item_name &&
+                      scope.item_from_request);  // a path from a name, not from a call
+    std::vector<TypeError> ignored;
+    TypeRef t = check_expr(e, scope, ignored);
+    if (declared &&
+        (t->kind == K::kInt || t->kind == K::kNumber || t->kind == K::kBool || t->kind == K::kNull))
+      return false;
+  }
   auto any_kid = [&] {
     return std::any_of(e.kids.begin(), e.kids.end(),
                        [&](const auto& k) { return carries_request_text(*k, scope); });

@@ -52,6 +52,25 @@ class Expr {
   base::Result<json::value> evaluate(const Scope& scope) const;
 };
 
+// What one evaluation may build: the strings and lists made by functions and operators
+// (join, +, string, json, range, concat, a template's interpolation, ...) add up to at
+// most kMaxEvalBytes, so neither a package's expressions (join(range(10000), ...) nested)
+// nor a request's values can make the engine allocate without bound: past it the
+// evaluation fails (the state with class invalid). A scope opened by Template::evaluate
+// and Expr::evaluate; nested scopes share the outermost one's budget. Per thread.
+class EvalBudget {
+ public:
+  static constexpr size_t kMaxEvalBytes = 16u << 20;
+  EvalBudget();
+  ~EvalBudget();
+  EvalBudget(const EvalBudget&) = delete;
+  EvalBudget& operator=(const EvalBudget&) = delete;
+  // Counts `bytes` more; false once the evaluation is over its budget.
+  static bool charge(size_t bytes);
+  // `v`'s size, roughly (string bytes plus 16 per value), counted up to `cap`.
+  static size_t size_of(const json::value& v, size_t cap = kMaxEvalBytes + 1);
+};
+
 // What the type checker knows about names.
 struct TypeScope {
   TypeRef request, instance, vnfd, op;

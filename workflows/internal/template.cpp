@@ -109,7 +109,12 @@ base::Result<json::value> eval(const Template::Part& p, const Scope& scope) {
         auto v = expr->evaluate(scope);
         if (!v.ok())
           return v;
-        out += interpolate(v.value());
+        std::string piece = interpolate(v.value());
+        if (!EvalBudget::charge(piece.size()))
+          return base::Status::InvalidArgument("the values this template builds exceed " +
+                                               std::to_string(EvalBudget::kMaxEvalBytes >> 20) +
+                                               " MiB");
+        out += piece;
       }
       return json::value(out);
     }
@@ -153,6 +158,7 @@ base::Result<Template> Template::parse(json::value source) {
 base::Result<json::value> Template::evaluate(const Scope& scope) const {
   if (root_ == nullptr)
     return json::value();
+  EvalBudget budget;  // one budget for the whole template (a `with:` map of expressions)
   return eval(*root_, scope);
 }
 

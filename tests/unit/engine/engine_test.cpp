@@ -721,7 +721,7 @@ TEST_CASE("the history records when each action call started") {
   REQUIRE(f.state(op) == OpState::kCompleted);
   auto h = f.store->history(op);
   REQUIRE(h.ok());
-  int results = 0, hooks = 0;
+  int results = 0, hooks = 0, configured = 0;
   for (const auto& e : h.value()) {
     results += e.kind == "succeeded" ? 1 : 0;
     if (e.kind == "succeeded" && e.state.starts_with("instantiate_end.")) {
@@ -731,8 +731,14 @@ TEST_CASE("the history records when each action call started") {
     }
     if (e.kind == "dispatched")
       CHECK(e.started_ms == 0);
+    if (e.kind == "dispatched" && e.state == "instantiate_end.configure") {
+      // The demo passes each node's position (`index`) to its hook.
+      ++configured;
+      CHECK(e.data.at("inputs").at("env").at("INDEX") == json::value(std::to_string(e.item)));
+    }
   }
   CHECK(hooks >= 1);
+  CHECK(configured == 3);
   auto rec = f.store->get_op(op).value();
   engine::OpTiming t = engine::op_timing(rec, h.value(), engine::now_ms());
   CHECK(t.wall_ms >= t.actions_ms);

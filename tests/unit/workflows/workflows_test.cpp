@@ -62,6 +62,15 @@ json::value eval_template(const char* text, const json::value& request) {
   return v.value();
 }
 
+// A workflow's head whose state "s" runs local.exec, then "done"; a test adds s's lines.
+const char* const kLocalExecHead = R"(start: s
+states:
+  done:
+    succeed: true
+  s:
+    action: local.exec
+)";
+
 }  // namespace
 
 TEST_CASE("expressions evaluate with JSON semantics") {
@@ -267,13 +276,7 @@ TEST_CASE("pathsafe() lets only a plain file name through") {
 }
 
 TEST_CASE("a request value put unquoted into shell text is a warning (W0043), not an error") {
-  const std::string head = R"(start: s
-states:
-  done:
-    succeed: true
-  s:
-    action: local.exec
-)";
+  const std::string head = kLocalExecHead;
   bool compiled = false;
   auto d = compile_diags(head + R"(    with:
       shell: mkdir -p /x/${request.additionalParams.name}
@@ -650,7 +653,18 @@ TEST_CASE("list functions: range, slice, concat, distinct, sort, first, last") {
   CHECK(eval("sort(distinct(request.nodes))", req) == json::parse(R"(["a", "b", "c"])"));
   CHECK(eval("first(request.nodes)", req) == "a");
   CHECK(eval("last(request.nodes)", req) == "b");
-  CHECK(eval("first([])", req).is_null());
+  CHECK(try_eval("first([])", req).status().code() == base::StatusCode::kNotFound);  // not set
+  CHECK(eval("default(first([]), 'none')", req) == "none");
+  // Equal numbers are equal however written; big integers compare exactly.
+  CHECK(eval("distinct([9007199254740993, 9007199254740992, 1, 1.0, '1'])", req) ==
+        json::parse(R"([9007199254740993, 9007199254740992, 1, "1"])"));
+  CHECK(eval("sort([9007199254740993, 9007199254740992])", req) ==
+        json::parse("[9007199254740992, 9007199254740993]"));
+  CHECK_FALSE(try_eval("sort([1, 0.0 / 0.0])", req).ok());  // NaN: refused, not undefined
+  json::value big = json::parse(R"({"n": 18446744073709551615})");
+  CHECK_FALSE(try_eval("range(request.n)", big).ok());  // not a negative number
+  CHECK(type_errors("concat(1)") ==
+        std::vector<std::string>{"W0013 concat() takes 2 to 8 arguments, not 1"});
   // "every VM but the leader", and the leader
   CHECK(eval("slice(request.nodes, 1)[0]", req) == "b");
   // Bad input: a clear error, never a huge list.
@@ -708,4 +722,61 @@ TEST_CASE("index: the fan-out item's position, only in a for_each state") {
                                 R"([echo, "${string(index)}"])"));
   REQUIRE_FALSE(hides.empty());
   CHECK(hides[0].find("\"as: index\" hides a name") != std::string::npos);
+}
+
+TEST_CASE("an evaluation builds at most 16 MiB, whatever the package or the request") {
+  json::value req =
+      json::parse(R"({"s": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"})");
+  // Nested joins would make 590 MB, then terabytes: refused once past the budget.
+  auto r = try_eval("join(range(10000), join(range(10000), join(range(10000), 'x')))", req);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("exceed 16 MiB") != std::string::npos);
+  CHECK_FALSE(try_eval("join(range(10000), join(range(1000), request.s))", req).ok());
+  // Doubling a list of big strings by concat: refused too.
+  std::string grow = "[join(range(10000), request.s)]";
+  for (int i = 0; i < 6; ++i)
+    grow = "concat(" + grow + ", " + grow + ")";
+  CHECK_FALSE(try_eval(grow, req).ok());
+  // A template's expressions share one budget.
+  std::string many = "{";
+  for (int i = 0; i < 40; ++i)
+    many += std::string(i ? ", " : "") + "\"k" + std::to_string(i) +
+            "\": \"${join(range(10000), join(range(10), request.s))}\"";
+  many += "}";
+  auto t = workflows::Template::parse(json::parse(many));
+  REQUIRE(t.ok());
+  workflows::Scope sc;
+  sc.request = &req;
+  CHECK_FALSE(t.value().evaluate(sc).ok());
+  // Ordinary values are far below it.
+  CHECK(eval("len(join(range(1000), request.s))", req) == 999 * 62 + 2890);  // + the digits
+}
+
+TEST_CASE("request text through the list functions still needs quoting in shell text (W0043)") {
+  const std::string head = kLocalExecHead;
+  auto warned = [&](const std::string& rest) {
+    for (const auto& d : compile_diags(head + rest))
+      if (d.find("[W0043]") != std::string::npos)
+        return true;
+    return false;
+  };
+  auto shell = [](const std::string& expr) {
+    return "    with:\n      shell: echo ${" + expr + "}\n    timeout: 10s\n    next: done\n";
+  };
+  CHECK(warned(shell("first(request.additionalParams.names)")));
+  CHECK(warned(shell("concat(request.additionalParams.ports, [22])[0]")));
+  CHECK(warned(shell("first(concat(request.additionalParams.x, [0]))")));
+  CHECK(warned(shell("default(request.additionalParams.x, 0)")));
+  CHECK(warned(shell("request.additionalParams.x + 1")));
+  CHECK_FALSE(warned(shell("len(request.additionalParams.names)")));
+  CHECK_FALSE(warned(shell("range(3)[0]")));
+  CHECK_FALSE(warned(shell("shellquote(first(request.additionalParams.names))")));
+  // A fan-out item over a list the checker calls list(integer) but a request fills.
+  CHECK(warned(R"(    for_each: ${concat(default(request.additionalParams.ports, []), [22])}
+    as: port
+    with:
+      shell: iptables -A INPUT --dport ${port} -j ACCEPT
+    timeout: 10s
+    next: done
+)"));
 }
