@@ -57,7 +57,7 @@ _vnflow() {
     op)
       subs="list show history wait watch retry rollback fail cancel replay"
       opts="--help --db --json --instance --state --limit --timeout --dry-run --force --package
-        --from" ;;
+        --from --timing" ;;
     vim)
       subs="register list show delete"
       opts="--help --db --json --name --type --from-env --cloud --clouds-file --auth-url --username
