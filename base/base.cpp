@@ -652,4 +652,23 @@ Clock& Clock::real() {
   return clock;
 }
 
+// ---------------------------------------------------------------------------------------
+// Log fields: a thread's stack of them.
+
+namespace {
+thread_local std::vector<LogFields::Field> t_log_fields;
+}  // namespace
+
+LogFields::LogFields(std::initializer_list<Field> fields) : n_(fields.size()) {
+  t_log_fields.insert(t_log_fields.end(), fields.begin(), fields.end());
+}
+
+LogFields::~LogFields() {
+  t_log_fields.resize(t_log_fields.size() - n_);
+}
+
+const std::vector<LogFields::Field>& LogFields::current() {
+  return t_log_fields;
+}
+
 }  // namespace base

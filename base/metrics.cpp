@@ -1,5 +1,4 @@
-// base::Metrics: families of series in maps under one mutex, rendered on demand. And
-// base::LogFields, a thread's stack of log fields.
+// base::Metrics: families of series in maps under one mutex, rendered on demand.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -55,21 +54,7 @@ void put_escaped(std::string& out, std::string_view v, bool label_value) {
   }
 }
 
-thread_local std::vector<LogFields::Field> t_log_fields;
-
 }  // namespace
-
-LogFields::LogFields(std::initializer_list<Field> fields) : n_(fields.size()) {
-  t_log_fields.insert(t_log_fields.end(), fields.begin(), fields.end());
-}
-
-LogFields::~LogFields() {
-  t_log_fields.resize(t_log_fields.size() - n_);
-}
-
-const std::vector<LogFields::Field>& LogFields::current() {
-  return t_log_fields;
-}
 
 struct Metrics::State {
   struct Series {
@@ -94,10 +79,12 @@ struct Metrics::State {
   std::vector<std::function<void(Metrics&)>> collectors;
 
   // Under mu.
-  Series& series(std::string_view name, Labels values, Type want) {
+  Family& family(std::string_view name) {
     auto it = by_name.find(name);
     BASE_CHECK(it != by_name.end());
-    Family& f = *it->second;
+    return *it->second;
+  }
+  Series& series(Family& f, Labels values, Type want) {
     BASE_CHECK(f.type == want || (want == Type::kCounter && f.type == Type::kGauge));
     BASE_CHECK(values.size() == f.labels.size());
     std::vector<std::string> key(values.begin(), values.end());
@@ -144,20 +131,19 @@ void Metrics::declare(std::string_view name, Type type, std::string_view help,
 
 void Metrics::add(std::string_view name, Labels values, double v) {
   std::lock_guard<std::mutex> l(s_->mu);
-  s_->series(name, values, Type::kCounter).value += v;
+  s_->series(s_->family(name), values, Type::kCounter).value += v;
 }
 
 void Metrics::set(std::string_view name, Labels values, double v) {
   std::lock_guard<std::mutex> l(s_->mu);
-  s_->series(name, values, Type::kGauge).value = v;
+  s_->series(s_->family(name), values, Type::kGauge).value = v;
 }
 
 void Metrics::observe(std::string_view name, Labels values, double v) {
   std::lock_guard<std::mutex> l(s_->mu);
-  auto it = s_->by_name.find(name);
-  BASE_CHECK(it != s_->by_name.end());
-  const std::vector<double>& b = it->second->buckets;
-  State::Series& s = s_->series(name, values, Type::kHistogram);
+  State::Family& f = s_->family(name);
+  const std::vector<double>& b = f.buckets;
+  State::Series& s = s_->series(f, values, Type::kHistogram);
   size_t i = static_cast<size_t>(std::lower_bound(b.begin(), b.end(), v) - b.begin());
   s.counts[i]++;
   s.sum += v;
@@ -166,9 +152,9 @@ void Metrics::observe(std::string_view name, Labels values, double v) {
 
 void Metrics::clear(std::string_view name) {
   std::lock_guard<std::mutex> l(s_->mu);
-  auto it = s_->by_name.find(name);
-  BASE_CHECK(it != s_->by_name.end() && it->second->type == Type::kGauge);
-  it->second->series.clear();
+  State::Family& f = s_->family(name);
+  BASE_CHECK(f.type == Type::kGauge);
+  f.series.clear();
 }
 
 void Metrics::on_collect(std::function<void(Metrics&)> collector) {
@@ -178,13 +164,11 @@ void Metrics::on_collect(std::function<void(Metrics&)> collector) {
 
 double Metrics::value(std::string_view name, Labels values) {
   std::lock_guard<std::mutex> l(s_->mu);
-  auto it = s_->by_name.find(name);
-  BASE_CHECK(it != s_->by_name.end());
-  auto s = it->second->series.find(std::vector<std::string>(values.begin(), values.end()));
-  if (s == it->second->series.end())
+  const State::Family& f = s_->family(name);
+  auto s = f.series.find(std::vector<std::string>(values.begin(), values.end()));
+  if (s == f.series.end())
     return 0;
-  return it->second->type == Type::kHistogram ? static_cast<double>(s->second.count)
-                                              : s->second.value;
+  return f.type == Type::kHistogram ? static_cast<double>(s->second.count) : s->second.value;
 }
 
 std::vector<double> Metrics::exponential_buckets(double first, double factor, int n) {

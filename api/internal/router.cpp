@@ -530,29 +530,46 @@ HttpResponse lcm(const Ctx& c) {
 
 }  // namespace
 
-std::string route_pattern(std::string_view target) {
-  std::string_view path = target.substr(0, target.find('?'));
-  if (path == "/metrics" || path == "/vnflcm/api_versions" || path == "/vnfpkgm/api_versions")
-    return std::string(path);
-  std::string_view prefix;
+namespace {
+
+// A path under one of the APIs: its prefix (/vnflcm/v1, /vnflcm/v2, /vnfpkgm/v1) and the
+// segments after it; false (the router's 404) for another path, an empty or overlong
+// segment, more than 9 segments.
+bool split_api_path(std::string_view path, std::string_view& prefix,
+                    std::vector<std::string_view>& segs) {
+  prefix = {};
   for (std::string_view p : {kLcm, kLcm2, kPkgm}) {
     if (path.size() > p.size() && path.compare(0, p.size(), p) == 0 && path[p.size()] == '/')
       prefix = p;
   }
   if (prefix.empty())
-    return "other";
-  std::vector<std::string_view> segs;
-  for (std::string_view rest = path.substr(prefix.size() + 1); segs.size() <= 8;) {
+    return false;
+  segs.clear();
+  std::string_view rest = path.substr(prefix.size() + 1);
+  while (true) {
     size_t slash = rest.find('/');
-    segs.push_back(rest.substr(0, slash));
+    std::string_view seg = rest.substr(0, slash);
+    if (seg.empty() || seg.size() > kMaxIdBytes)
+      return false;
+    segs.push_back(seg);
     if (slash == std::string_view::npos)
-      break;
+      return true;
     rest.remove_prefix(slash + 1);
+    if (segs.size() > 8)
+      return false;
   }
-  for (size_t i = 0; i < segs.size(); ++i) {
-    if (segs[i].empty() && !(i >= 3 && segs[2] == "artifacts"))
-      return "other";
-  }
+}
+
+}  // namespace
+
+std::string route_pattern(std::string_view target) {
+  std::string_view path = target.substr(0, target.find('?'));
+  if (path == "/metrics" || path == "/vnflcm/api_versions" || path == "/vnfpkgm/api_versions")
+    return std::string(path);
+  std::string_view prefix;
+  std::vector<std::string_view> segs;
+  if (!split_api_path(path, prefix, segs))  // the router answers 404
+    return "other";
   // The routes the router serves (docs/api.md): a collection, one of its members, and the
   // member's tasks or parts; nothing else, so the label takes a few dozen values at most.
   static constexpr std::string_view kPackageParts[] = {"package_content", "vnfd", "manifest",
@@ -614,25 +631,10 @@ HttpResponse Router::handle(const HttpRequest& req) {
     r.headers.emplace_back("Version", std::string(kLcmVersion));
     return r;
   }
-  for (std::string_view p : {kLcm, kLcm2, kPkgm}) {
-    if (t.path.size() > p.size() && t.path.compare(0, p.size(), p) == 0 && t.path[p.size()] == '/')
-      prefix = p;
-  }
-  if (prefix.empty())
+  std::vector<std::string_view> segs;
+  if (!split_api_path(t.path, prefix, segs))
     return not_found(t);
-  std::string_view rest = std::string_view(t.path).substr(prefix.size() + 1);
-  while (true) {
-    size_t slash = rest.find('/');
-    std::string_view seg = rest.substr(0, slash);
-    if (seg.empty() || seg.size() > kMaxIdBytes)
-      return not_found(t);
-    t.segs.emplace_back(seg);
-    if (slash == std::string_view::npos)
-      break;
-    rest.remove_prefix(slash + 1);
-    if (t.segs.size() > 8)
-      return not_found(t);
-  }
+  t.segs.assign(segs.begin(), segs.end());
   Ctx c{store_, page_size_, on_queued_, req, t, prefix, *checks_};
   HttpResponse r = prefix == kPkgm ? packages(c) : lcm(c);
   if (prefix != kPkgm)

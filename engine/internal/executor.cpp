@@ -280,10 +280,38 @@ struct Engine::Impl {
   // carries the operation's fields (base::LogFields) for a JSON log.
   void log_committed(const Batch& b) {
     for (const EventRecord& e : b.events) {
-      if (e.kind != "failed" && e.kind != "retry_scheduled" && e.kind != "op_completed" &&
-          e.kind != "op_failed_temp" && e.kind != "op_rolled_back" && e.kind != "op_processing" &&
-          e.kind != "compensating")
+      const json::object* data = e.data.is_object() ? &e.data.get_object() : nullptr;
+      auto text = [data](const char* key) {
+        const json::value* v = data != nullptr ? data->if_contains(key) : nullptr;
+        return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+      };
+      // What the line says after the operation's name, and how loud; other events are not
+      // logged.
+      spdlog::level::level_enum level = spdlog::level::info;
+      std::string says;
+      if (e.kind == "op_processing") {
+        says = "PROCESSING";
+      } else if (e.kind == "op_completed") {
+        says = "COMPLETED";
+      } else if (e.kind == "op_rolled_back") {
+        says = "ROLLED_BACK";
+      } else if (e.kind == "compensating") {
+        says = "rolling back: compensating " + e.state;
+      } else if (e.kind == "op_failed_temp") {
+        level = spdlog::level::warn;
+        says = "FAILED_TEMP at " + e.state + ": " + text("message");
+      } else if (e.kind == "failed" || e.kind == "retry_scheduled") {
+        level = spdlog::level::warn;
+        says = fmt::format("{}{} attempt {} failed ({}): {}", e.state,
+                           e.item >= 0 ? " item " + std::to_string(e.item) : "", e.attempt,
+                           text("class"), text("message"));
+        if (e.kind == "retry_scheduled") {
+          const json::value* d = data != nullptr ? data->if_contains("delay_s") : nullptr;
+          says += fmt::format("; retried in {:.3g} s", d != nullptr ? d->to_number<double>() : 0.0);
+        }
+      } else {
         continue;
+      }
       auto it = runs.find(e.op_id);
       std::string instance = it != runs.end() ? it->second->instance_id : "";
       std::string operation = it != runs.end() ? it->second->operation : "";
@@ -294,33 +322,8 @@ struct Engine::Impl {
                         {"attempt", e.attempt > 0 ? std::to_string(e.attempt) : ""},
                         {"item", e.item >= 0 ? std::to_string(e.item) : ""},
                         {"event", e.kind}};
-      std::string what =
-          "operation " + e.op_id + " (" + operation + " of instance " + instance + ")";
-      auto text = [&e](const char* key) {
-        const json::value* v = e.data.is_object() ? e.data.get_object().if_contains(key) : nullptr;
-        return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
-      };
-      if (e.kind == "op_processing") {
-        spdlog::info("{}: PROCESSING", what);
-      } else if (e.kind == "op_completed") {
-        spdlog::info("{}: COMPLETED", what);
-      } else if (e.kind == "op_rolled_back") {
-        spdlog::info("{}: ROLLED_BACK", what);
-      } else if (e.kind == "compensating") {
-        spdlog::info("{}: rolling back: compensating {}", what, e.state);
-      } else if (e.kind == "op_failed_temp") {
-        spdlog::warn("{}: FAILED_TEMP at {}: {}", what, e.state, text("message"));
-      } else {
-        std::string item = e.item >= 0 ? " item " + std::to_string(e.item) : "";
-        std::string retry;
-        if (e.kind == "retry_scheduled") {
-          const json::value* d =
-              e.data.is_object() ? e.data.get_object().if_contains("delay_s") : nullptr;
-          retry = fmt::format("; retried in {:.3g} s", d != nullptr ? d->to_number<double>() : 0.0);
-        }
-        spdlog::warn("{}: {}{} attempt {} failed ({}): {}{}", what, e.state, item, e.attempt,
-                     text("class"), text("message"), retry);
-      }
+      spdlog::log(level, "operation {} ({} of instance {}): {}", e.op_id, operation, instance,
+                  says);
     }
   }
 

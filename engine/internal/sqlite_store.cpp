@@ -166,9 +166,6 @@ base::Status SqliteStore::init() {
           if (has.executeStep() && has.getColumn(0).getInt() == 0)
             w_.exec("ALTER TABLE " + table + " ADD COLUMN " + column);
         };
-        auto add_package_column = [&](const std::string& column) {
-          add_column("packages", column);
-        };
         if (v < 2) {
           // 1 -> 2: a state's outputs ride on the event row committed with them
           // (events.outputs) instead of a row of their own in `outputs`.
@@ -181,7 +178,7 @@ base::Status SqliteStore::init() {
                {"onboarding_state TEXT NOT NULL DEFAULT 'ONBOARDED'",
                 "operational_state TEXT NOT NULL DEFAULT 'ENABLED'",
                 "user_data TEXT NOT NULL DEFAULT '{}'", "failure TEXT NOT NULL DEFAULT ''"})
-            add_package_column(column);
+            add_column("packages", column);
           w_.exec(
               "UPDATE packages SET user_data = json_object('name', name)"
               " WHERE name IS NOT NULL AND user_data = '{}'");
@@ -189,7 +186,7 @@ base::Status SqliteStore::init() {
         if (v < 4) {
           // 3 -> 4: the VNFD's own version (SOL003/SOL005 vnfdVersion). Packages stored
           // before keep "" (the version is in their bytes, not read back here).
-          add_package_column("vnfd_version TEXT NOT NULL DEFAULT ''");
+          add_column("packages", "vnfd_version TEXT NOT NULL DEFAULT ''");
         }
         if (v < 5) {
           // 4 -> 5: when a result's action call started (op show --timing).

@@ -509,6 +509,10 @@ double as_double(const json::value& v) {
 bool is_int(const json::value& v) {
   return v.is_int64() || v.is_uint64();
 }
+// An integer as_int() reads exactly: not a uint64 above INT64_MAX (a request may hold one).
+bool is_int64(const json::value& v) {
+  return v.is_int64() || (v.is_uint64() && v.get_uint64() <= INT64_MAX);
+}
 int64_t as_int(const json::value& v) {
   return v.is_int64() ? v.get_int64() : static_cast<int64_t>(v.get_uint64());
 }
@@ -557,7 +561,7 @@ std::string quoted_for_message(std::string_view s) {
 R eval_call_body(const Expr& e, const Scope& s);
 
 // A call's result counts against the evaluation's budget (EvalBudget), but for the calls
-// that only select (default, find, first, last, len, contains, int, keys of a map).
+// that return (a part of) a value they were given: default, find, first, last.
 R eval_call(const Expr& e, const Scope& s) {
   R r = eval_call_body(e, s);
   const std::string& f = e.name;
@@ -702,14 +706,9 @@ R eval_call_body(const Expr& e, const Scope& s) {
           "not starting with \"-\")");
     return json::value(t);
   }
-  // An integer argument: a uint64 above INT64_MAX (from a request) is out of range, not a
-  // negative number.
-  auto int_arg = [&args](size_t i) {
-    return is_int(args[i]) && !(args[i].is_uint64() && args[i].get_uint64() > INT64_MAX);
-  };
   if (f == "range") {
     for (size_t i = 0; i < args.size(); ++i) {
-      if (!int_arg(i))
+      if (!is_int64(args[i]))
         return type_error(e, "range() needs integers, not " + kind_name(args[i]) +
                                  (is_int(args[i]) ? " out of range" : ""));
     }
@@ -724,7 +723,7 @@ R eval_call_body(const Expr& e, const Scope& s) {
     return json::value(std::move(out));
   }
   if (f == "slice") {
-    if (!args[0].is_array() || !int_arg(1) || (args.size() == 3 && !int_arg(2)))
+    if (!args[0].is_array() || !is_int64(args[1]) || (args.size() == 3 && !is_int64(args[2])))
       return type_error(e, "slice() needs a list and integer positions");
     const json::array& a = args[0].get_array();
     auto n = static_cast<int64_t>(a.size());
@@ -763,7 +762,7 @@ R eval_call_body(const Expr& e, const Scope& s) {
       json::array out;
       for (const auto& v : a) {
         std::string key;
-        if (is_int(v) && !(v.is_uint64() && v.get_uint64() > INT64_MAX))
+        if (is_int64(v))
           key = "i" + std::to_string(as_int(v));
         else if (is_number(v) && std::nearbyint(as_double(v)) == as_double(v) &&
                  std::fabs(as_double(v)) < 9.2e18)
@@ -1254,18 +1253,17 @@ class Checker {
     }
     if (f == "int")
       return prim(K::kInt);
+    auto list_arg = [&](size_t i) {
+      if (args[i]->kind != K::kAny && args[i]->kind != K::kList)
+        error(*e.kids[i], "W0013", f + "() needs a list, not " + to_string(*args[i]));
+    };
     if (f == "join") {
-      if (args[0]->kind != K::kAny && args[0]->kind != K::kList)
-        error(*e.kids[0], "W0013", "join() needs a list, not " + to_string(*args[0]));
+      list_arg(0);
       expect(*e.kids[1], *args[1], *prim(K::kString), "join()");
       return prim(K::kString);
     }
     if (f == "keys")
       return make_type(K::kList, prim(K::kString));
-    auto list_arg = [&](size_t i) {
-      if (args[i]->kind != K::kAny && args[i]->kind != K::kList)
-        error(*e.kids[i], "W0013", f + "() needs a list, not " + to_string(*args[i]));
-    };
     if (f == "range") {
       for (size_t i = 0; i < args.size(); ++i)
         expect(*e.kids[i], *args[i], *prim(K::kInt), "range()");
@@ -1291,8 +1289,7 @@ class Checker {
       return args[0]->kind == K::kList && args[0]->elem ? args[0]->elem : prim(K::kAny);
     }
     if (f == "find") {
-      if (args[0]->kind != K::kAny && args[0]->kind != K::kList)
-        error(*e.kids[0], "W0013", "find() needs a list, not " + to_string(*args[0]));
+      list_arg(0);
       expect(*e.kids[1], *args[1], *prim(K::kString), "find()");
       if (args[0]->kind == K::kList && args[0]->elem)
         return args[0]->elem;
