@@ -76,7 +76,7 @@ STEP
     succeed: true
 LOOP
   } > "$pkg/Workflows/instantiate_end.yaml"
-  (cd "$root" && bash tools/csar-manifest.sh "$pkg" local-demo.mf vnflow "Local demo" 1.0 >/dev/null)
+  t_demo_manifest "$root" "$pkg"
   "$T_VNFLOW" workflow check "$pkg" >/dev/null || die "the test package does not compile"
   cat > "$KEYED_WORK/instantiate.json" <<EOF
 {"flavourId": "simple", "additionalParams": {"work_dir": "$KEYED_WORK/vnfs", "nodes": ["n0", "n1", "n2"],

@@ -33,6 +33,10 @@
 #   t_show FILE [LINES]       the last LINES (20) lines of FILE, escaped, indented "  | "
 #   t_say MSG                 a progress line ("== MSG")
 #
+# Packages:
+#   t_demo_manifest ROOT DIR  rewrites the SOL004 manifest of DIR, a changed copy of ROOT's
+#                             csar-samples/local-demo, so the changed files onboard
+#
 # Waits: each is bounded and returns 1 when its time is up; none waits forever.
 #   wait_until SECS CMD...            CMD every 0.1 s until it exits 0
 #   op_state OP                       the operation's state (vnflow op show)
@@ -177,6 +181,10 @@ t_finish() {
     exit 1
   fi
   exit 0
+}
+
+t_demo_manifest() {  # t_demo_manifest ROOT DIR
+  (cd "$1" && bash tools/csar-manifest.sh "$2" local-demo.mf vnflow "Local demo" 1.0 >/dev/null)
 }
 
 wait_until() {  # wait_until SECS CMD...

@@ -87,7 +87,7 @@ check "--help opened no database" test ! -e "$tmp/nodb"
 evil=$'evil\e[31mRED\e]0;title\a\x7f'$'\xc2\x9b''2J'$'\n''fake line'
 pkg=$tmp/$evil
 cp -r "$root/csar-samples/local-demo" "$pkg"
-(cd "$root" && bash tools/csar-manifest.sh "$pkg" local-demo.mf vnflow "Local demo" 1.0 >/dev/null)
+t_demo_manifest "$root" "$pkg"
 export VNFLOW_DB=$tmp/db/vnflow.db
 p=$("$vnflow" package onboard "$pkg" 2>$err) || { bad "onboard"; t_show $err; }
 

@@ -108,7 +108,7 @@ states:
   done:
     succeed: true
 EOF
-(cd "$root" && bash tools/csar-manifest.sh "$pkg" local-demo.mf vnflow "Local demo" 1.0 >/dev/null)
+t_demo_manifest "$root" "$pkg"
 mkdir -p "$work/out"
 req() {  # req FILE EXTRA_JSON_FIELDS
   cat > "$1" <<EOF
@@ -186,7 +186,7 @@ check "the secret is sealed at rest" at_rest_absent s3cret-XYZ "$VNFLOW_DB"
 check "replay --dry-run of a completed operation reproduces it" "$v" op replay "$o1" --dry-run
 cp -r "$pkg" "$work/pkg2"
 sed -i 's/^  gate:/  gate2:/; s/next: gate$/next: gate2/' "$work/pkg2/Workflows/instantiate_end.yaml"
-(cd "$root" && bash tools/csar-manifest.sh "$work/pkg2" local-demo.mf vnflow "Local demo" 1.0 >/dev/null)
+t_demo_manifest "$root" "$work/pkg2"
 "$v" op replay "$o1" --dry-run --package "$work/pkg2" > "$work/replay.txt"
 check "a changed package diverges (exit 1)" test $? -eq 1
 check "... and says where" grep -q 'diverges: .*gate2' "$work/replay.txt"

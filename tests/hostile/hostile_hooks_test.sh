@@ -67,7 +67,7 @@ states:
   done:
     succeed: true
 EOF
-(cd "$root" && bash tools/csar-manifest.sh "$pkg" local-demo.mf vnflow "Local demo" 1.0 >/dev/null)
+t_demo_manifest "$root" "$pkg"
 package=$("$vnflow" package onboard "$pkg")
 
 start_daemon() {

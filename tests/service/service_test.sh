@@ -59,7 +59,7 @@ states:
   done:
     succeed: true
 EOF
-(cd "$root" && bash tools/csar-manifest.sh "$pkg" local-demo.mf vnflow "Local demo" 1.0 >/dev/null)
+t_demo_manifest "$root" "$pkg"
 secret=s3cret-$RANDOM$RANDOM
 cat >"$T_DIR/inst.json" <<EOF
 {"flavourId": "simple", "additionalParams": {"work_dir": "$T_DIR/vnfs", "out": "$T_DIR/gate",

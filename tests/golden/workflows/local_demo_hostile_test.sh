@@ -71,7 +71,7 @@ check "the rollback did not delete the file outside the work directory" \
 cp -r "$root/csar-samples/local-demo" "$work/warned"
 sed -i 's|^      shell: ls "$DIR" .*$|      shell: ls "${request.additionalParams.work_dir}" \| wc -l|' \
   "$work/warned/Workflows/instantiate_end.yaml"
-(cd "$root" && bash tools/csar-manifest.sh "$work/warned" local-demo.mf vnflow "Local demo" 1.0 >/dev/null)
+t_demo_manifest "$root" "$work/warned"
 warned=$("$v" package onboard "$work/warned" 2>"$work/warned.err")
 check "a package with a W0043 warning onboards" test -n "$warned"
 check "... and the warning is shown" grep -q 'warning: .*\[W0043\]' "$work/warned.err"
