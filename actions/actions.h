@@ -209,4 +209,24 @@ base::Result<std::string> http_get(const std::string& url, std::string_view user
                                    std::string_view password, size_t max_body,
                                    std::chrono::milliseconds timeout);
 
+// One exchange with the same client: any method, headers and body; the answer's status and
+// body (at most `max_body` bytes) whatever the status. Transport failures as http_get's.
+struct HttpCall {
+  std::string method = "GET";
+  std::string url;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  std::string ca_file;  // an https server's CA ("" the system's)
+  size_t max_body = 1 << 20;
+  std::chrono::milliseconds timeout{10000};
+};
+struct HttpReply {
+  int status = 0;
+  std::string body;
+  std::string content_type;
+};
+base::Result<HttpReply> http_call(const HttpCall& call);
+// The value of an HTTP Basic Authorization header ("Basic " + base64(user:password)).
+std::string basic_authorization(std::string_view user, std::string_view password);
+
 }  // namespace actions

@@ -26,6 +26,7 @@
 namespace engine {
 class Store;
 struct PackageCheckOptions;
+struct NotifyOptions;
 }  // namespace engine
 
 namespace api {
@@ -82,6 +83,9 @@ struct ServerOptions {
   // How uploaded packages are checked (SOL004 signatures required, the trust store);
   // null: as `vnflow package onboard` without options.
   std::shared_ptr<const engine::PackageCheckOptions> package_checks;
+  // How new subscriptions' callbacks are tested (the daemon's notification options); null:
+  // engine::NotifyOptions' defaults.
+  std::shared_ptr<const engine::NotifyOptions> notify;
   // Called (on a server thread) after a request queued work for the engine (every 202):
   // the daemon reads its queue at once instead of at its next poll.
   std::function<void()> on_queued;

@@ -10,6 +10,11 @@
 //   (d) resume: R operations left PROCESSING, parked in a started 24h wait (as a crash
 //       leaves them); time from Engine construction until every one is resumed and its
 //       resumption committed (EngineStats.batches >= R).
+//   (f) --notify: (c) again with one subscription matching every operation, its receiver a
+//       bare HTTP server in this process on 127.0.0.1 (one request a connection, 204), the
+//       daemon's Notifier sending beside the Engine: transitions per second against (c)'s,
+//       and the delivery latency from a change's commit (the notification's timeStamp) to
+//       its receipt.
 //   (e) RSS per in-flight operation: VmRSS before the Engine of (d) exists and once all R
 //       operations are resident, divided by R.
 //
@@ -33,6 +38,8 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
@@ -42,9 +49,12 @@
 
 #include <boost/json.hpp>
 #include <malloc.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
@@ -341,13 +351,16 @@ struct RunResult {
   double p50_us = 0, p99_us = 0;  // per-transition latency
 };
 
-RunResult run_until_idle(const std::string& dir, engine::Store& store) {
+RunResult run_until_idle(const std::string& dir, engine::Store& store,
+                         std::function<void()> on_commit = {}) {
   std::atomic<uint64_t> calls{0};
   TimedStore timed(store);
   RunResult r;
   auto t0 = Clock::now();
   {
-    engine::Engine e(timed, registry(&calls), options(dir));
+    engine::EngineOptions o = options(dir);
+    o.on_commit = std::move(on_commit);
+    engine::Engine e(timed, registry(&calls), o);
     e.run_until_idle();
     r.wall_s = secs_since(t0);
     r.st = e.stats();
@@ -427,6 +440,153 @@ ConcResult concurrent(const std::string& dir, int p, int m) {
   out.apply_us = r.apply_us;
   out.p50_us = r.p50_us;
   out.p99_us = r.p99_us;
+  return out;
+}
+
+// (f) A bare HTTP receiver: one request a connection, answered 204; the latency of each
+// notification from its timeStamp (the change's commit, ms) to its receipt.
+class Receiver {
+ public:
+  Receiver() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::listen(fd_, 128) != 0)
+      die("receiver: cannot listen on 127.0.0.1");
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    t_ = std::thread([this] { loop(); });
+  }
+  ~Receiver() {
+    stop_ = true;
+    t_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+  size_t received() {
+    std::lock_guard<std::mutex> l(mu_);
+    return latency_ms_.size();
+  }
+  std::vector<double> latencies() {
+    std::lock_guard<std::mutex> l(mu_);
+    return latency_ms_;
+  }
+
+ private:
+  void loop() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0)
+        continue;
+      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0)
+        continue;
+      serve(c);
+      ::close(c);
+    }
+  }
+  void serve(int c) {
+    std::string in;
+    char buf[8192];
+    size_t need = std::string::npos;
+    while (true) {
+      ssize_t n = ::recv(c, buf, sizeof buf, 0);
+      if (n <= 0)
+        return;
+      in.append(buf, static_cast<size_t>(n));
+      size_t h = in.find("\r\n\r\n");
+      if (h != std::string::npos && need == std::string::npos) {
+        std::string head = in.substr(0, h);
+        for (char& ch : head)
+          ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        size_t cl = head.find("content-length:");
+        need = h + 4 +
+               (cl == std::string::npos ? 0 : std::strtoul(head.c_str() + cl + 15, nullptr, 10));
+      }
+      if (need != std::string::npos && in.size() >= need)
+        break;
+    }
+    int64_t now = engine::now_ms();
+    const char* reply = "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    (void)::send(c, reply, std::strlen(reply), MSG_NOSIGNAL);
+    size_t ts = in.find("\"timeStamp\":\"");
+    if (ts == std::string::npos)
+      return;
+    std::tm tm{};
+    int ms = 0;
+    if (std::sscanf(in.c_str() + ts + 13, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon,
+                    &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7)
+      return;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    int64_t at = static_cast<int64_t>(::timegm(&tm)) * 1000 + ms;
+    std::lock_guard<std::mutex> l(mu_);
+    latency_ms_.push_back(static_cast<double>(now - at));
+  }
+
+  int fd_ = -1, port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread t_;
+  std::mutex mu_;
+  std::vector<double> latency_ms_;
+};
+
+struct NotifyResult {
+  ConcResult c;
+  size_t notifications = 0;
+  double drain_s = 0;  // after the engine went idle, until the last notification arrived
+  double p50_ms = 0, p99_ms = 0, max_ms = 0;
+};
+
+NotifyResult concurrent_notify(const std::string& dir, int p, int m) {
+  Bed bed(dir, "notify.db");
+  Compiled c = compile_machine("chain.yaml", bench::chain_yaml(m));
+  bed.put_machine(*c.m);
+  Receiver rx;
+  engine::NotifyOptions no;
+  no.test_callback = false;
+  no.base_url = "http://127.0.0.1:9890";
+  must(engine::create_subscription(
+           *bed.store, "vnflcm/v1",
+           json::object{{"callbackUri", "http://127.0.0.1:" + std::to_string(rx.port()) + "/cb"}},
+           no),
+       "create_subscription");
+  auto t0 = Clock::now();
+  for (int i = 0; i < p; ++i)
+    bed.op(bed.instance(), *c.m);
+  double setup = secs_since(t0);
+  // STARTING, PROCESSING and COMPLETED of each operation, and its instance's creation.
+  size_t expected = static_cast<size_t>(p) * 4;
+  NotifyResult out;
+  engine::Notifier n(*bed.store, no);
+  n.start();
+  RunResult r = run_until_idle(dir, *bed.store, [&n] { n.poke(); });
+  auto idle = Clock::now();
+  while (rx.received() < expected && secs_since(idle) < 60)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  out.drain_s = secs_since(idle);
+  n.stop();
+  size_t done = bed.count_state(engine::OpState::kCompleted);
+  if (done != static_cast<size_t>(p))
+    die("notify: " + std::to_string(done) + " of " + std::to_string(p) + " completed");
+  std::vector<double> lat = rx.latencies();
+  out.notifications = lat.size();
+  if (out.notifications != expected)
+    die("notify: " + std::to_string(out.notifications) + " notifications received, expected " +
+        std::to_string(expected));
+  out.p50_ms = quantile(lat, 0.5);
+  out.p99_ms = quantile(lat, 0.99);
+  out.max_ms = lat.empty() ? 0 : lat.back();
+  out.c.wall_s = r.wall_s;
+  out.c.st = r.st;
+  out.c.tps = static_cast<double>(r.st.batches) / r.wall_s;
+  out.c.setup_s = setup;
+  out.c.apply_us = r.apply_us;
+  out.c.p50_us = r.p50_us;
+  out.c.p99_us = r.p99_us;
   return out;
 }
 
@@ -566,7 +726,8 @@ int main(int argc, char** argv) {
   int chain = 2000, ops = 200, op_states = 50, resume_n = 10000;
   std::string sweep;
   bool check = false;
-  std::string only;  // a, b, c or d: run that part (and (a)) only, for profiling
+  bool notify = false;  // (f)
+  std::string only;     // a, b, c or d: run that part (and (a)) only, for profiling
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&]() -> std::string {
@@ -594,9 +755,11 @@ int main(int argc, char** argv) {
       only = val();
     else if (a == "--check-floors")
       check = true;
+    else if (a == "--notify")
+      notify = true;
     else
       die("unknown argument " + a +
-          " (--dir --raw-n --chain --ops --op-states --resume --sweep --check-floors)");
+          " (--dir --raw-n --chain --ops --op-states --resume --sweep --check-floors --notify)");
   }
   if (raw_n < 100 || chain < 1 || ops < 1 || op_states < 1 || resume_n < 1)
     die("bad sizes");
@@ -635,6 +798,17 @@ int main(int argc, char** argv) {
   if (want('c')) {
     c = concurrent(dir, ops, op_states);
     std::fprintf(stderr, "(c) concurrent: %.0f transitions/s\n", c.tps);
+  }
+
+  // (f): (c) with a subscription, then (c) once more, so that the ratio is to the mean of
+  // the two plain runs around it.
+  NotifyResult f;
+  ConcResult c2;
+  if (notify && want('c')) {
+    f = concurrent_notify(dir, ops, op_states);
+    std::fprintf(stderr, "(f) concurrent with notifications: %.0f transitions/s\n", f.c.tps);
+    c2 = concurrent(dir, ops, op_states);
+    std::fprintf(stderr, "(c) concurrent again: %.0f transitions/s\n", c2.tps);
   }
 
   // (a) again
@@ -698,6 +872,22 @@ int main(int argc, char** argv) {
          (a1.p99_us + a2.p99_us) / 2);
     line("concurrent_transitions_per_s: %.0f transitions/s", c.tps);
     line("concurrent_ratio_vs_raw: %.2f x", c.tps / raw);
+    if (notify) {
+      double plain = (c.tps + c2.tps) / 2;
+      line("notify_plain_runs_transitions_per_s: %.0f and %.0f transitions/s", c.tps, c2.tps);
+      line("notify_transitions_per_s: %.0f transitions/s (one subscription matching every op)",
+           f.c.tps);
+      line("notify_ratio_vs_plain: %.3f x", f.c.tps / plain);
+      line("notify_notifications: %zu delivered", f.notifications);
+      line("notify_drain_after_idle: %.3f s", f.drain_s);
+      line("notify_delivery_latency_p50: %.1f ms", f.p50_ms);
+      line("notify_delivery_latency_p99: %.1f ms (commit p99 %.1f ms)", f.p99_ms,
+           f.c.p99_us / 1000);
+      line("notify_delivery_latency_max: %.1f ms", f.max_ms);
+      floor_line("notify: delivery costs <= 10% of the durable transitions/s",
+                 f.c.tps >= 0.9 * plain);
+      floor_line("notify: delivery latency p99 <= 50 ms", f.p99_ms <= 50);
+    }
   }
 
   double per_op = 0;

@@ -306,6 +306,14 @@ const CommandSpec& daemon_command() {
           "                      counts only, no ids (docs/operations.md)\n"
           "  --log-format F      human (default) or json: one JSON object a line, with the\n"
           "                      operation's op_id, instance_id, state and attempt\n"
+          "  --notify-retry-s N  a notification that cannot be delivered is tried again,\n"
+          "                      without end; after N s (default 3600) its subscription is\n"
+          "                      marked failing (vnflow subscription list)\n"
+          "  --notify-backoff-max-ms N  the longest wait between two attempts (default\n"
+          "                      60000; they start at 1000 and double)\n"
+          "  --notify-cacert F   the CA of https callbacks (default: the system's)\n"
+          "  --public-url URL    where notifications' links point (default: the API's\n"
+          "                      http(s)://ADDR:PORT)\n"
           "\n"
           "The ETSI REST API (SOL003 /vnflcm/v1, SOL005 /vnfpkgm/v1; docs/api.md), served\n"
           "beside the engine when --listen or --api is given:\n"
@@ -339,6 +347,10 @@ const CommandSpec& daemon_command() {
        "--lease-ms",
        "--metrics-listen",
        "--log-format",
+       "--notify-retry-s",
+       "--notify-backoff-max-ms",
+       "--notify-cacert",
+       "--public-url",
        "--listen",
        "--auth",
        "--auth-file",
@@ -1028,6 +1040,38 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
     if (o.get("--log-format") == "json")
       use_json_log();
   }
+  if (o.has("--notify-retry-s")) {
+    auto n = parse_positive(o.get("--notify-retry-s"), 30 * 86400);
+    if (!n)
+      return usage_error(spec, "--notify-retry-s needs an integer from 1 to 2592000");
+    d.notify.retry_for = std::chrono::seconds(*n);
+  }
+  if (o.has("--notify-backoff-max-ms")) {
+    auto n = parse_positive(o.get("--notify-backoff-max-ms"), 3600 * 1000);
+    if (!n || *n < 10)
+      return usage_error(spec, "--notify-backoff-max-ms needs an integer from 10 to 3600000");
+    d.notify.backoff_max = std::chrono::milliseconds(*n);
+    d.notify.backoff_min = std::min(d.notify.backoff_min, d.notify.backoff_max);
+  }
+  d.notify.ca_file = o.get("--notify-cacert");
+  if (o.has("--public-url")) {
+    const std::string& u = o.get("--public-url");
+    bool plain = std::all_of(u.begin(), u.end(), [](char ch) {
+      return static_cast<unsigned char>(ch) > 0x20 && static_cast<unsigned char>(ch) < 0x7f;
+    });
+    if ((u.rfind("http://", 0) != 0 && u.rfind("https://", 0) != 0) || u.size() > 1024 || !plain)
+      return usage_error(spec, "--public-url needs an http:// or https:// URL");
+    d.notify.base_url = u;
+    while (!d.notify.base_url.empty() && d.notify.base_url.back() == '/')
+      d.notify.base_url.pop_back();
+  } else if (ao) {
+    bool v6 = ao->address.find(':') != std::string::npos;
+    d.notify.base_url = std::string(ao->tls.cert_file.empty() ? "http://" : "https://") +
+                        (v6 ? "[" + ao->address + "]" : ao->address) + ":" +
+                        std::to_string(ao->port);
+  }
+  if (ao)
+    ao->notify = std::make_shared<const engine::NotifyOptions>(d.notify);
   d.db_path = db_path(o);
   d.work_dir = o.get("--work-dir");
   engine::Daemon daemon(std::move(d));
@@ -1067,11 +1111,12 @@ int cmd_engine(const std::vector<std::string>& argv) {
     spec = &daemon_command();
   else
     spec = find_subcommand(argv,
-                           group == "package"    ? package_commands()
-                           : group == "instance" ? instance_commands()
-                           : group == "op"       ? op_commands()
-                           : group == "key"      ? key_commands()
-                                                 : vim_commands(),
+                           group == "package"        ? package_commands()
+                           : group == "instance"     ? instance_commands()
+                           : group == "op"           ? op_commands()
+                           : group == "key"          ? key_commands()
+                           : group == "subscription" ? subscription_commands()
+                                                     : vim_commands(),
                            status);
   if (spec == nullptr)
     return status;
@@ -1091,11 +1136,11 @@ int cmd_engine(const std::vector<std::string>& argv) {
     return cmd_op(*spec, o);
   if (group == "key")
     return cmd_key(o);
-  if (group == "vim") {
+  if (group == "vim" || group == "subscription") {
     auto store = open_store(o);
     if (!store)
       return 1;
-    return cmd_vim(*spec, o, *store);
+    return group == "vim" ? cmd_vim(*spec, o, *store) : cmd_subscription(*spec, o, *store);
   }
   return cmd_daemon(*spec, o);
 }

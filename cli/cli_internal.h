@@ -98,5 +98,8 @@ int cmd_engine(const std::vector<std::string>& argv);
 // by cmd_engine with parsed options and the open store).
 const std::vector<CommandSpec>& vim_commands();
 int cmd_vim(const CommandSpec& spec, const Opts& o, engine::Store& store);
+// cli_subscription.cpp: subscription list|show|delete, as vim's.
+const std::vector<CommandSpec>& subscription_commands();
+int cmd_subscription(const CommandSpec& spec, const Opts& o, engine::Store& store);
 
 }  // namespace vnflow_cli

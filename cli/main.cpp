@@ -60,6 +60,8 @@ constexpr const char* kUsage =
     "  vim register --name N [--from-env | --cloud NAME | --auth-url URL --username U\n"
     "      --password-file F --project P] [--heat-env FILE] [--default] | list | show | delete\n"
     "      the VIM registry (OpenStack, Kubernetes); secrets sealed at rest, never printed\n"
+    "  subscription list | show ID | delete ID\n"
+    "      the notification subscriptions made over the REST API, and their delivery\n"
     "  key rotate\n"
     "      re-seal every secret with a new key (stop the daemon first)\n"
     "  daemon [--workers N] [--work-dir DIR] [--poll-ms N] [--hook-user USER]\n"
@@ -68,7 +70,8 @@ constexpr const char* kUsage =
     "      on PostgreSQL, several daemons share the work (each its own --name)\n"
     "  version\n"
     "\n"
-    "options of the commands on a database (package, instance, op, vim, key, daemon):\n"
+    "options of the commands on a database (package, instance, op, vim, subscription, key,\n"
+    "daemon):\n"
     "  --db FILE       the database, else $VNFLOW_DB, else ~/.local/share/vnflow/vnflow.db;\n"
     "                  its folder must be yours and not writable by others\n"
     "  --json          one JSON document on stdout instead of text\n"
@@ -829,7 +832,7 @@ int run(const std::vector<std::string>& argv) {
   if (argv[1] == "workflow")
     return cmd_workflow(argv);
   if (argv[1] == "package" || argv[1] == "instance" || argv[1] == "op" || argv[1] == "vim" ||
-      argv[1] == "key" || argv[1] == "daemon")
+      argv[1] == "subscription" || argv[1] == "key" || argv[1] == "daemon")
     return cmd_engine(argv);
   if (argv[1] == "csar") {
     int status = 2;
@@ -846,7 +849,7 @@ int run(const std::vector<std::string>& argv) {
   }
   std::cerr << "vnflow: unknown command \"" << printable(argv[1]) << "\"";
   std::string hint = suggest(argv[1], {"csar", "workflow", "package", "instance", "op", "vim",
-                                       "key", "daemon", "version"});
+                                       "subscription", "key", "daemon", "version"});
   if (!hint.empty())
     std::cerr << " (did you mean " << hint << "?)";
   std::cerr << "\n" << kUsage;

@@ -36,7 +36,7 @@ _vnflow() {
   esac
 
   if ((cword == 1)); then
-    COMPREPLY=($(compgen -W "csar workflow package instance op vim key daemon version help" \
+    COMPREPLY=($(compgen -W "csar workflow package instance op vim subscription key daemon version help" \
       -- "$cur"))
     return
   fi
@@ -64,11 +64,13 @@ _vnflow() {
         --password-file --project --user-domain --project-domain --region --interface
         --cacert --heat-env --default --server --token-file --ca-file --id
         --orchestration-endpoint --heat-stall-secs" ;;
+    subscription) subs="list show delete"; opts="--help --db --json" ;;
     key) subs="rotate"; opts="--help --db" ;;
     daemon) opts="--help --db --workers --work-dir --poll-ms --hook-user --max-redispatch --name
       --lease-ms --metrics-listen --log-format --listen --api --auth --auth-file --api-page-size
       --keystone-url --keystone-role --keystone-project --keystone-cacert --tls-cert --tls-key
-      --trust --signing-cert --require-signature" ;;
+      --trust --signing-cert --require-signature --notify-retry-s --notify-backoff-max-ms
+      --notify-cacert --public-url" ;;
     *) return ;;
   esac
 

@@ -163,6 +163,60 @@ struct Batch {
   }
 };
 
+// ---------------------------------------------------------------------------------------
+// Notifications (docs/notifications.md)
+
+// Where a subscription's delivery stands in the notices, in commit order: (xid, seq)
+// compared as a pair. SQLite's xid is always 0 (its writers are serialised, so seq is commit
+// order); PostgreSQL's is the writing transaction's id, and a store hands out only notices
+// of transactions older than every one still running, so none can appear behind a cursor.
+struct NoticeCursor {
+  int64_t xid = 0, seq = 0;
+  bool operator<(const NoticeCursor& o) const { return xid != o.xid ? xid < o.xid : seq < o.seq; }
+};
+
+// A change a subscriber may be told of, written by the store in the same transaction as the
+// change itself (never before, never after): an operation entering a state, an instance
+// created or deleted, a package onboarded, its operational state changed or it deleted.
+// Written only while a subscription exists.
+struct NoticeRecord {
+  NoticeCursor at;
+  std::string id;  // unique; a notification's id derives from it and the subscription's
+  int64_t at_ms = 0;
+  // op | instance_created | instance_deleted | package_onboarded | package_changed |
+  // package_deleted
+  std::string kind;
+  std::string op_id, instance_id, package_id;
+  std::string operation;  // vnflow's name (instantiate, ...)
+  std::string state;      // the operation's new state; a package's operational state
+  json::value error;      // the operation's error, null when none
+  // What filters match on, as it was at the change: instance_name, vnfd_id, provider,
+  // product, software_version, vnfd_version.
+  json::object subject;
+};
+
+// A subscription (SOL003 LccnSubscription, SOL005 PkgmSubscription) and where its delivery
+// stands. `auth` (SubscriptionAuthentication, with its secrets) is sealed at rest and only
+// read back with_secrets.
+struct SubscriptionRecord {
+  std::string id;
+  std::string api;  // vnflcm/v1 | vnflcm/v2 | vnfpkgm/v1: its bodies' form and links
+  std::string callback_uri;
+  json::object filter;
+  json::object auth;
+  std::string verbosity;  // FULL | SHORT (vnflcm/v2), "" otherwise
+  int64_t created_ms = 0;
+  // Delivery: the notices up to `cursor` were delivered (or did not match).
+  NoticeCursor cursor;
+  int attempts = 0;              // failed attempts at the notice after the cursor
+  int64_t failing_since_ms = 0;  // the first of them; 0 when none failed
+  int64_t next_attempt_ms = 0;
+  bool failing = false;  // it kept failing for the retry window (the operator's to see)
+  std::string last_error;
+  int64_t delivered = 0, last_delivered_ms = 0;
+  int64_t backlog = 0;  // notices after the cursor (read, not written)
+};
+
 // How many operations are in one state (Store::count_ops).
 struct OpCount {
   std::string operation;
@@ -273,6 +327,24 @@ class Store {
   virtual base::Result<std::vector<VimRecord>> list_vims() = 0;
   virtual base::Status delete_vim(std::string_view id) = 0;
 
+  // Subscriptions. put_subscription inserts `rec` with its cursor at the newest notice (a
+  // subscription hears of what is committed after it); `auth` is sealed.
+  virtual base::Status put_subscription(const SubscriptionRecord& rec) = 0;
+  virtual base::Result<SubscriptionRecord> get_subscription(std::string_view id,
+                                                            bool with_secrets) = 0;
+  // Oldest first, with their backlogs.
+  virtual base::Result<std::vector<SubscriptionRecord>> list_subscriptions(bool with_secrets) = 0;
+  virtual base::Status delete_subscription(std::string_view id) = 0;
+  // Writes a subscription's delivery fields (cursor, attempts, failing, ...); the cursor never
+  // moves back. kNotFound once it was deleted.
+  virtual base::Status record_delivery(const SubscriptionRecord& rec) = 0;
+  // Up to `limit` notices after `after`, in commit order.
+  virtual base::Result<std::vector<NoticeRecord>> notices_after(const NoticeCursor& after,
+                                                                size_t limit) = 0;
+  // Deletes the notices every subscription is past (all of them when there is none);
+  // returns how many went.
+  virtual base::Result<int64_t> prune_notices() = 0;
+
   // Files no hook may read (the database, its journal, its key file): local.exec hides them.
   virtual std::vector<std::string> private_files() const { return {}; }
   // Returns when something may have been committed to the database since the last call (by
@@ -342,6 +414,9 @@ struct EngineOptions {
   // Where the engine counts commits, transitions, actions and settled operations
   // (declare_engine_metrics); nullptr: nowhere. Not owned; outlives the Engine.
   base::Metrics* metrics = nullptr;
+  // Called after each group commit the store took (on the committing thread; it must be
+  // quick): the daemon's notification sender looks at once.
+  std::function<void()> on_commit;
 };
 
 // Declares the engine's metric families in `m` (docs/operations.md lists them).
@@ -543,6 +618,79 @@ base::Result<VimRecord> show_vim(Store& store, std::string_view id_or_name);
 base::Result<VimRecord> delete_vim(Store& store, std::string_view id_or_name);
 
 // ---------------------------------------------------------------------------------------
+// Subscriptions and notifications (docs/notifications.md): one set of rules for the REST
+// API's subscriptions, `vnflow subscription` and the daemon's sender.
+
+// SOL003's name of an LCM operation (instantiate -> INSTANTIATE, modify_info ->
+// MODIFY_INFO); another name upper-cased.
+std::string sol_operation(std::string_view operation);
+
+struct NotifyOptions {
+  // SOL003/SOL005: a new subscription's callback is tested with a GET (its authentication
+  // included) that must answer 204; a failed test refuses the subscription.
+  bool test_callback = true;
+  std::chrono::milliseconds timeout{10000};  // one HTTP exchange with a callback or token endpoint
+  // A notification that cannot be delivered is tried again with a backoff from backoff_min,
+  // doubling up to backoff_max, without end; after retry_for the subscription is marked
+  // failing (shown, counted) until a delivery succeeds.
+  std::chrono::milliseconds retry_for{3600 * 1000};
+  std::chrono::milliseconds backoff_min{1000}, backoff_max{60000};
+  std::string base_url;  // the REST API's URL, where a notification's _links point
+  std::string ca_file;   // an https callback's CA ("" the system's)
+  int senders = 4;       // subscriptions delivered to at once (a slow one holds one sender)
+  std::chrono::milliseconds poll{100};  // how often commits of other processes are looked for
+};
+
+// A LccnSubscriptionRequest (api vnflcm/v1, vnflcm/v2) or PkgmSubscriptionRequest
+// (vnfpkgm/v1) checked (every member known and of its type: kInvalidArgument naming it), its
+// callback tested (kFailedPrecondition with the reason; kUnavailable while 4 tests run), and
+// stored. At most 1000 subscriptions (kFailedPrecondition).
+base::Result<SubscriptionRecord> create_subscription(Store& store, std::string_view api,
+                                                     const json::object& request,
+                                                     const NotifyOptions& options);
+// By id; deleting returns what was deleted.
+base::Result<SubscriptionRecord> delete_subscription(Store& store, std::string_view id);
+// SOL's view: id, filter, callbackUri (and verbosity on vnflcm/v2), never the
+// authentication; without _links (the REST API's).
+json::object subscription_view(const SubscriptionRecord& s);
+// An operator's view (vnflow subscription show): the same, the authentication's type with
+// its secrets "***", and the delivery's state.
+json::object subscription_status_view(const SubscriptionRecord& s);
+// Whether notice `n` is for subscription `s`: its API's kind of notification, and every
+// member of its filter matching (SOL003 5.5.3.12, SOL005 9.5.3.2).
+bool subscription_matches(const SubscriptionRecord& s, const NoticeRecord& n);
+// The notification of `n` for `s` (VnfLcmOperationOccurrenceNotification, ...), its links
+// under `base_url`. Its id is the same every time it is built: receivers deduplicate on it.
+json::object notification_body(const SubscriptionRecord& s, const NoticeRecord& n,
+                               std::string_view base_url);
+
+// The daemon's sender. Each subscription's notices go out in commit order, one at a time
+// (POST, 2xx expected), its progress recorded in the store after each run of deliveries; a
+// failed delivery is tried again (NotifyOptions), never skipped. At least once: a
+// notification may come again after a restart, with the same id. Up to `senders`
+// subscriptions are served at once, so a slow or dead receiver delays only its own.
+class Notifier {
+ public:
+  Notifier(Store& store, NotifyOptions options, base::Metrics* metrics = nullptr,
+           base::Clock* clock = &base::Clock::real());
+  ~Notifier();  // stop()
+  Notifier(const Notifier&) = delete;
+  Notifier& operator=(const Notifier&) = delete;
+
+  void start();
+  void stop();  // finishes the exchanges under way
+  void poke();  // something was committed: look now rather than at the next poll; any thread
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Declares the sender's metric families in `m` (docs/operations.md).
+void declare_notify_metrics(base::Metrics& m);
+
+// ---------------------------------------------------------------------------------------
 // Views: the records as users see them (JSON), every secret as "***".
 
 std::string iso_time(int64_t ms);  // 2026-01-02T03:04:05.678Z
@@ -610,6 +758,7 @@ struct DaemonOptions {
   // name are refused; a restart keeps its name. On SQLite the owner is daemon-<pid>.
   std::string name;
   EngineOptions engine;  // its work_root and owner are set by the daemon
+  NotifyOptions notify;  // the notification sender's (Notifier)
   actions::Registry registry = actions::Registry::standard();
 };
 

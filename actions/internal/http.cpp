@@ -237,24 +237,46 @@ Transport& Transport::real() {
 
 namespace actions {
 
+std::string basic_authorization(std::string_view user, std::string_view password) {
+  std::string cred = std::string(user) + ":" + std::string(password);
+  std::string b64(4 * ((cred.size() + 2) / 3) + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(b64.data()),
+                          reinterpret_cast<const unsigned char*>(cred.data()),
+                          static_cast<int>(cred.size()));
+  b64.resize(static_cast<size_t>(n));
+  return "Basic " + b64;
+}
+
+base::Result<HttpReply> http_call(const HttpCall& call) {
+  http::Request req;
+  req.method = call.method;
+  req.url = call.url;
+  req.headers = call.headers;
+  req.body = call.body;
+  http::Options opt;
+  opt.ca_file = call.ca_file;
+  opt.max_body = call.max_body;
+  opt.deadline = std::chrono::steady_clock::now() + call.timeout;
+  auto r = http::send(req, opt);
+  if (!r.ok())
+    return r.status();
+  HttpReply out;
+  out.status = r.value().status;
+  out.content_type = r.value().header("content-type");
+  out.body = std::move(r.value().body);
+  return out;
+}
+
 base::Result<std::string> http_get(const std::string& url, std::string_view user,
                                    std::string_view password, size_t max_body,
                                    std::chrono::milliseconds timeout) {
-  http::Request req;
-  req.url = url;
-  if (!user.empty()) {
-    std::string cred = std::string(user) + ":" + std::string(password);
-    std::string b64(4 * ((cred.size() + 2) / 3) + 1, '\0');
-    int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(b64.data()),
-                            reinterpret_cast<const unsigned char*>(cred.data()),
-                            static_cast<int>(cred.size()));
-    b64.resize(static_cast<size_t>(n));
-    req.headers.emplace_back("Authorization", "Basic " + b64);
-  }
-  http::Options opt;
-  opt.max_body = max_body;
-  opt.deadline = std::chrono::steady_clock::now() + timeout;
-  auto r = http::send(req, opt);
+  HttpCall call;
+  call.url = url;
+  if (!user.empty())
+    call.headers.emplace_back("Authorization", basic_authorization(user, password));
+  call.max_body = max_body;
+  call.timeout = timeout;
+  auto r = http_call(call);
   if (!r.ok())
     return r.status();
   if (r.value().status < 200 || r.value().status > 299)

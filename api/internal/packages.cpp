@@ -280,6 +280,8 @@ HttpResponse artifact(const Ctx& c, const std::string& id) {
 HttpResponse packages(const Ctx& c) {
   const auto& s = c.t.segs;
   const std::string& m = c.req.method;
+  if (!s.empty() && s[0] == "subscriptions")
+    return subscriptions(c);
   if (s.empty() || s[0] != "vnf_packages")
     return not_found(c.t);
   std::set<std::string> in_use;

@@ -525,6 +525,8 @@ HttpResponse lcm(const Ctx& c) {
     return instances(c);
   if (!s.empty() && s[0] == "vnf_lcm_op_occs")
     return op_occs(c);
+  if (!s.empty() && s[0] == "subscriptions")
+    return subscriptions(c);
   return not_found(c.t);
 }
 
@@ -588,6 +590,8 @@ std::string route_pattern(std::string_view target) {
     tasks = kInstanceTasks;
   else if (!pkgm && coll == "vnf_lcm_op_occs")
     tasks = kOpTasks;
+  else if (coll == "subscriptions" && segs.size() <= 2)
+    tasks = {};
   else
     return "other";
   std::string out = std::string(prefix) + "/" + std::string(coll);
@@ -607,6 +611,74 @@ std::string route_pattern(std::string_view target) {
       return "other";
   }
   return out;
+}
+
+namespace {
+
+// The API a prefix serves subscriptions for (engine::SubscriptionRecord::api).
+std::string subscription_api(std::string_view prefix) {
+  return std::string(prefix.substr(1));  // "/vnflcm/v1" -> "vnflcm/v1"
+}
+
+json::object subscription_doc(const Ctx& c, const engine::SubscriptionRecord& s) {
+  json::object o = engine::subscription_view(s);
+  o["_links"] = json::object{{"self", href(c.url("/subscriptions/" + s.id))}};
+  return o;
+}
+
+}  // namespace
+
+HttpResponse subscriptions(const Ctx& c) {
+  const auto& s = c.t.segs;
+  const std::string& m = c.req.method;
+  std::string api = subscription_api(c.prefix);
+  if (s.size() == 1) {
+    if (m == "GET") {
+      auto list = c.store.list_subscriptions(false);
+      if (!list.ok())
+        return from_status(list.status());
+      std::vector<json::object> docs;
+      for (const auto& sub : list.value()) {
+        if (sub.api == api)
+          docs.push_back(subscription_doc(c, sub));
+      }
+      return list_response(c, std::move(docs), {{}, true});
+    }
+    if (m != "POST")
+      return method_not_allowed(m, "GET, POST");
+    json::object body;
+    if (auto bad = parse_body(c.req, body))
+      return *bad;
+    auto sub = engine::create_subscription(c.store, api, body, c.notify);
+    if (!sub.ok()) {
+      // SOL003 5.4.18.3.1 / SOL005 10.4.7.3.1: a failed callback test is 422.
+      if (sub.status().code() == base::StatusCode::kFailedPrecondition)
+        return problem_response(422, "Unprocessable Entity", sub.status().message());
+      return from_status(sub.status());
+    }
+    // 201 also for a subscription like an existing one: SOL003 allows it, and a 303 makes
+    // python-tackerclient send the same POST again to the Location.
+    HttpResponse r = json_response(201, subscription_doc(c, sub.value()));
+    r.headers.emplace_back("Location", c.url("/subscriptions/" + sub.value().id));
+    return r;
+  }
+  if (s.size() != 2)
+    return not_found(c.t);
+  auto sub = c.store.get_subscription(s[1], false);
+  if (!sub.ok() || sub.value().api != api)
+    return problem_response(
+        404, "Not Found",
+        "no subscription \"" + base::printable(s[1]) + "\" under " + std::string(c.prefix));
+  if (m == "GET")
+    return json_response(200, subscription_doc(c, sub.value()));
+  if (m == "DELETE") {
+    if (auto d = engine::delete_subscription(c.store, s[1]); !d.ok())
+      return from_status(d.status());
+    HttpResponse r;
+    r.status = 204;
+    return r;
+  }
+  return method_not_allowed(m, "GET, DELETE");
 }
 
 HttpResponse problem_response(int status, std::string title, std::string detail) {
@@ -635,7 +707,7 @@ HttpResponse Router::handle(const HttpRequest& req) {
   if (!split_api_path(t.path, prefix, segs))
     return not_found(t);
   t.segs.assign(segs.begin(), segs.end());
-  Ctx c{store_, page_size_, on_queued_, req, t, prefix, *checks_};
+  Ctx c{store_, page_size_, on_queued_, req, t, prefix, *checks_, *notify_};
   HttpResponse r = prefix == kPkgm ? packages(c) : lcm(c);
   if (prefix != kPkgm)
     r.headers.emplace_back("Version", std::string(prefix == kLcm2 ? kLcm2Version : kLcmVersion));

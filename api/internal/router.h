@@ -51,6 +51,7 @@ struct Ctx {
   const Target& t;
   std::string_view prefix;                    // /vnflcm/v1 or /vnfpkgm/v1
   const engine::PackageCheckOptions& checks;  // for uploaded packages
+  const engine::NotifyOptions& notify;        // for new subscriptions (the callback test)
 
   std::string url(std::string_view rest) const {
     return req.base_url + std::string(prefix) + std::string(rest);
@@ -70,6 +71,8 @@ HttpResponse list_response(const Ctx& c, std::vector<json::object> docs, const D
 
 // /vnfpkgm/v1 (packages.cpp).
 HttpResponse packages(const Ctx& c);
+// <prefix>/subscriptions[/{id}] of any of the APIs (router.cpp).
+HttpResponse subscriptions(const Ctx& c);
 
 // A request target as a metrics label: its path with every id replaced by {id} (an
 // artifact's path by {path}), e.g. /vnflcm/v1/vnf_instances/{id}/instantiate. A path of
@@ -79,12 +82,13 @@ std::string route_pattern(std::string_view target);
 class Router {
  public:
   Router(engine::Store& store, size_t page_size, std::function<void()> on_queued = {},
-         std::shared_ptr<const engine::PackageCheckOptions> checks = {})
+         std::shared_ptr<const engine::PackageCheckOptions> checks = {},
+         std::shared_ptr<const engine::NotifyOptions> notify = {})
       : store_(store),
         page_size_(page_size),
         on_queued_(std::move(on_queued)),
-        checks_(checks ? std::move(checks)
-                       : std::make_shared<const engine::PackageCheckOptions>()) {}
+        checks_(checks ? std::move(checks) : std::make_shared<const engine::PackageCheckOptions>()),
+        notify_(notify ? std::move(notify) : std::make_shared<const engine::NotifyOptions>()) {}
   HttpResponse handle(const HttpRequest& req);
 
  private:
@@ -92,6 +96,7 @@ class Router {
   size_t page_size_;
   std::function<void()> on_queued_;
   std::shared_ptr<const engine::PackageCheckOptions> checks_;
+  std::shared_ptr<const engine::NotifyOptions> notify_;
 };
 
 }  // namespace api::internal

@@ -202,7 +202,7 @@ struct Server::Impl {
       : store(s),
         opt(std::move(o)),
         auth(opt),
-        router(s, opt.page_size, opt.on_queued, opt.package_checks),
+        router(s, opt.page_size, opt.on_queued, opt.package_checks, opt.notify),
         ioc(opt.threads) {
     if (opt.metrics != nullptr) {
       opt.metrics->declare("vnflow_api_requests_total", base::Metrics::Type::kCounter,

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/base.h"
+#include "engine/engine.h"
 
 namespace engine {
 
@@ -13,5 +14,12 @@ constexpr size_t kMaxNameBytes = 255;
 // Names and descriptions are shown on terminals and in lists: bounded, UTF-8, and free of
 // control characters (an ANSI escape in a name would rewrite an operator's screen).
 base::Status check_text(const char* what, const std::string& s, size_t max);
+
+// An operation's error ({state, class, message}) as a SOL ProblemDetails.
+json::object op_problem(const json::value& error);
+
+// SOL003/SOL005's test of a new subscription's callback: a GET with its authentication that
+// must answer 204 (any 2xx is taken). kFailedPrecondition with the reason (notifier.cpp).
+base::Status test_callback(const SubscriptionRecord& s, const NotifyOptions& options);
 
 }  // namespace engine

@@ -312,6 +312,8 @@ struct Daemon::Impl {
   // (within one wait) before the store and the engine go.
   std::thread work_thread;
   std::atomic<bool> work_stop{false};
+  // The notification sender; declared after the engine and the store, so it stops first.
+  std::unique_ptr<Notifier> notifier;
 
   explicit Impl(DaemonOptions o) : opt(std::move(o)) {}
 
@@ -495,6 +497,8 @@ struct Daemon::Impl {
     if (!is_postgres_url(opt.db_path))
       opt.engine.owner = "daemon-" + std::to_string(::getpid());
     opt.engine.metrics = &metrics;
+    notifier = std::make_unique<Notifier>(*store, opt.notify, &metrics);
+    opt.engine.on_commit = [n = notifier.get()] { n->poke(); };
     engine = std::make_unique<Engine>(*store, opt.registry, opt.engine);
     metrics.on_collect([this](base::Metrics& m) {
       if (Engine* e = running.load())
@@ -538,7 +542,9 @@ EngineStats Daemon::run() {
     return {};
   spdlog::info("vnflow daemon on {} ({} workers, work dir {})", display_db(impl_->opt.db_path),
                impl_->opt.engine.workers, impl_->opt.engine.work_root);
+  impl_->notifier->start();
   impl_->engine->run();
+  impl_->notifier->stop();
   auto st = impl_->engine->stats();
   spdlog::info("stopped: {} commits, {} transitions, {} actions", st.commits, st.batches,
                st.actions);

@@ -239,6 +239,8 @@ struct Engine::Impl {
       ptrs.push_back(&r.batch);
     auto started = std::chrono::steady_clock::now();
     base::Status st = store.apply(ptrs);
+    if (st.ok() && opt.on_commit)
+      opt.on_commit();
     {
       std::lock_guard<std::mutex> l(stats_mu);
       stats.commits++;

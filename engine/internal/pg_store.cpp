@@ -20,7 +20,7 @@ namespace engine::internal {
 
 namespace {
 
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 
 // Advisory lock classes (the second key is the schema's hash, so that several vnflow schemas
 // can share one database): the schema script, and the daemon of a database.
@@ -70,6 +70,90 @@ CREATE TABLE IF NOT EXISTS vims(
   id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, type TEXT NOT NULL,
   summary TEXT NOT NULL, sealed TEXT NOT NULL, extra TEXT NOT NULL,
   is_default SMALLINT NOT NULL DEFAULT 0, created_ms BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS subscriptions(
+  id TEXT PRIMARY KEY, api TEXT NOT NULL, callback_uri TEXT NOT NULL, filter TEXT NOT NULL,
+  auth_types TEXT NOT NULL, auth TEXT NOT NULL, verbosity TEXT NOT NULL,
+  created_ms BIGINT NOT NULL, cursor_xid BIGINT NOT NULL, cursor_seq BIGINT NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0, failing_since_ms BIGINT NOT NULL DEFAULT 0,
+  next_attempt_ms BIGINT NOT NULL DEFAULT 0, failing SMALLINT NOT NULL DEFAULT 0,
+  last_error TEXT NOT NULL DEFAULT '', delivered BIGINT NOT NULL DEFAULT 0,
+  last_delivered_ms BIGINT NOT NULL DEFAULT 0);
+-- A notice's xid is its transaction's: readers take only notices of transactions older than
+-- every running one (pg_snapshot_xmin), in (xid, seq) order, so none appears behind them.
+CREATE TABLE IF NOT EXISTS notices(
+  seq BIGSERIAL PRIMARY KEY,
+  xid BIGINT NOT NULL DEFAULT (pg_current_xact_id()::text::bigint),
+  id TEXT NOT NULL DEFAULT md5(random()::text || clock_timestamp()::text),
+  at_ms BIGINT NOT NULL, kind TEXT NOT NULL, op_id TEXT, instance_id TEXT, package_id TEXT,
+  operation TEXT, state TEXT, error TEXT, subject TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS notices_order ON notices(xid, seq);
+-- The notices (engine.h, NoticeRecord), written in the transaction of the change itself,
+-- whichever statement makes it; only while a subscription exists.
+CREATE OR REPLACE FUNCTION vnflow_notice_op() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'UPDATE' AND NEW.state = OLD.state THEN RETURN NULL; END IF;
+  IF NOT EXISTS (SELECT 1 FROM subscriptions) THEN RETURN NULL; END IF;
+  INSERT INTO notices(at_ms, kind, op_id, instance_id, package_id, operation, state, error,
+                      subject)
+  SELECT CASE WHEN TG_OP = 'INSERT' THEN NEW.created_ms ELSE NEW.updated_ms END, 'op', NEW.id,
+         NEW.instance_id, i.package_id, NEW.operation, NEW.state, NEW.error,
+         json_build_object('instance_name', i.name, 'vnfd_id', p.vnfd_id,
+                           'provider', p.provider, 'product', p.product,
+                           'software_version', p.version, 'vnfd_version', p.vnfd_version)::text
+  FROM instances i LEFT JOIN packages p ON p.id = i.package_id WHERE i.id = NEW.instance_id;
+  RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER notice_op AFTER INSERT OR UPDATE OF state ON ops
+  FOR EACH ROW EXECUTE FUNCTION vnflow_notice_op();
+CREATE OR REPLACE FUNCTION vnflow_notice_instance() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE r instances%ROWTYPE;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM subscriptions) THEN RETURN NULL; END IF;
+  IF TG_OP = 'INSERT' THEN r := NEW; ELSE r := OLD; END IF;
+  INSERT INTO notices(at_ms, kind, instance_id, package_id, subject)
+  SELECT CASE WHEN TG_OP = 'INSERT' THEN r.created_ms
+              ELSE (extract(epoch FROM clock_timestamp()) * 1000)::bigint END,
+         CASE WHEN TG_OP = 'INSERT' THEN 'instance_created' ELSE 'instance_deleted' END,
+         r.id, r.package_id,
+         json_build_object('instance_name', r.name, 'vnfd_id', p.vnfd_id,
+                           'provider', p.provider, 'product', p.product,
+                           'software_version', p.version, 'vnfd_version', p.vnfd_version)::text
+  FROM (SELECT 1) one LEFT JOIN packages p ON p.id = r.package_id;
+  RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER notice_instance AFTER INSERT OR DELETE ON instances
+  FOR EACH ROW EXECUTE FUNCTION vnflow_notice_instance();
+CREATE OR REPLACE FUNCTION vnflow_notice_package() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE r packages%ROWTYPE; k TEXT;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM subscriptions) THEN RETURN NULL; END IF;
+  IF TG_OP = 'DELETE' THEN
+    r := OLD;
+    IF r.onboarding_state <> 'ONBOARDED' THEN RETURN NULL; END IF;
+    k := 'package_deleted';
+  ELSE
+    r := NEW;
+    IF r.onboarding_state <> 'ONBOARDED' THEN RETURN NULL; END IF;
+    IF TG_OP = 'INSERT' OR OLD.onboarding_state <> 'ONBOARDED' THEN
+      k := 'package_onboarded';
+    ELSIF NEW.operational_state <> OLD.operational_state THEN
+      k := 'package_changed';
+    ELSE
+      RETURN NULL;
+    END IF;
+  END IF;
+  INSERT INTO notices(at_ms, kind, package_id, state, subject)
+  VALUES((extract(epoch FROM clock_timestamp()) * 1000)::bigint, k, r.id, r.operational_state,
+         json_build_object('vnfd_id', r.vnfd_id, 'provider', r.provider, 'product', r.product,
+                           'software_version', r.version, 'vnfd_version', r.vnfd_version,
+                           'operational_state', r.operational_state, 'usage_state',
+                           CASE WHEN TG_OP <> 'DELETE' AND EXISTS
+                                  (SELECT 1 FROM instances WHERE package_id = r.id)
+                                THEN 'IN_USE' ELSE 'NOT_IN_USE' END)::text);
+  RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER notice_package AFTER INSERT OR DELETE OR UPDATE ON packages
+  FOR EACH ROW EXECUTE FUNCTION vnflow_notice_package();
 )SQL";
 
 constexpr const char* kPackageColumns =
@@ -337,6 +421,7 @@ base::Status PgStore::init_schema() {
       // 4 -> 5: when a result's action call started (op show --timing).
       w_.exec("ALTER TABLE events ADD COLUMN IF NOT EXISTS started_ms BIGINT");
     }
+    // 5 -> 6: subscriptions and notices, new tables, functions and triggers (kSchema).
     if (v < kSchemaVersion)
       w_.run("UPDATE meta SET value = $1 WHERE key = 'schema_version'",
              {std::to_string(kSchemaVersion)});

@@ -7,6 +7,7 @@
 // Engine-internal: open_postgres_store (engine.h) is the way in. The class is defined in:
 //   pg_store.cpp    connections, the schema, packages, instances, machines, VIMs, key rotation
 //   pg_ops.cpp      the executor's commits, operations, outputs and events, leases
+//   pg_notices.cpp  subscriptions and the notices the triggers write
 #pragma once
 
 #include <chrono>
@@ -181,6 +182,17 @@ class PgStore : public Store {
   base::Status renew(const Lease& lease) override;
   void release(const Lease& lease) override;
   base::Result<std::vector<OpRecord>> claim(const Lease& lease, bool first, size_t limit) override;
+  // pg_notices.cpp
+  base::Status put_subscription(const SubscriptionRecord& rec) override;
+  base::Result<SubscriptionRecord> get_subscription(std::string_view id,
+                                                    bool with_secrets) override;
+  base::Result<std::vector<SubscriptionRecord>> list_subscriptions(bool with_secrets) override;
+  base::Status delete_subscription(std::string_view id) override;
+  base::Status record_delivery(const SubscriptionRecord& rec) override;
+  base::Result<std::vector<NoticeRecord>> notices_after(const NoticeCursor& after,
+                                                        size_t limit) override;
+  base::Result<int64_t> prune_notices() override;
+
   // pg_listen.cpp: LISTEN/NOTIFY instead of polling.
   void wait_for_change(std::chrono::milliseconds at_most) override;
   WorkSignal wait_for_work(std::chrono::milliseconds at_most) override;

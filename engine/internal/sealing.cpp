@@ -172,6 +172,7 @@ const std::vector<SealedColumn>& sealed_columns() {
       {"ops", "id", "cursor", "op/", "/cursor"},
       {"instances", "id", "record", "instance/", ""},
       {"outputs", "op_id || '/output/' || state", "value", "op/", ""},
+      {"subscriptions", "id", "auth", "subscription/", "/auth"},
   };
   return columns;
 }
@@ -190,6 +191,38 @@ json::value parse_or_null(const std::string& s) {
   boost::system::error_code ec;
   json::value v = json::parse(s, ec);
   return ec ? json::value(nullptr) : v;
+}
+
+json::object object_or_empty(const std::string& s) {
+  json::value v = parse_or_null(s);
+  return v.is_object() ? std::move(v.get_object()) : json::object();
+}
+
+std::string subscription_auth_types(const json::object& auth) {
+  const json::value* t = auth.if_contains("authType");
+  return t != nullptr ? json::serialize(*t) : "[]";
+}
+
+std::string Sealer::seal_subscription_auth(const SubscriptionRecord& s) {
+  if (s.auth.empty())
+    return {};
+  return sealed_whole(json::serialize(s.auth), "subscription/" + s.id + "/auth");
+}
+
+base::Status Sealer::read_subscription_auth(SubscriptionRecord& r, const std::string& types,
+                                            const std::string& sealed, bool open) {
+  r.auth.clear();
+  json::value t = parse_or_null(types);
+  if (t.is_array() && !t.get_array().empty())
+    r.auth["authType"] = std::move(t);
+  if (!open || sealed.empty())
+    return base::Status::Ok();
+  json::value v = open_output(sealed, "subscription/" + r.id + "/auth");
+  if (!v.is_object())
+    return base::Status::FailedPrecondition("the authentication of subscription " + r.id +
+                                            " does not open with the key file");
+  r.auth = std::move(v.get_object());
+  return base::Status::Ok();
 }
 
 base::Result<std::string> Sealer::settle(const std::string& check,

@@ -51,6 +51,11 @@ std::string has_sealed_sql();
 
 // A column's JSON text parsed; null when empty or not JSON.
 json::value parse_or_null(const std::string& s);
+// The same when it is an object, else an empty object.
+json::object object_or_empty(const std::string& s);
+// A subscription's authentication types (SubscriptionRecord::auth's authType) as JSON text:
+// kept in clear beside the sealed authentication, for views.
+std::string subscription_auth_types(const json::object& auth);
 
 class Sealer {
  public:
@@ -84,6 +89,12 @@ class Sealer {
   std::string sealed_output(const Batch::OutputWrite& o);
   OpRecord opened(OpRecord r);
   InstanceRecord opened(InstanceRecord r);
+  // A subscription's authentication sealed whole, bound to "subscription/<id>/auth" ("" when
+  // it has none); and read back: `r.auth` becomes its types alone, or with `open` the whole
+  // authentication (kFailedPrecondition when it does not open with the key).
+  std::string seal_subscription_auth(const SubscriptionRecord& s);
+  base::Status read_subscription_auth(SubscriptionRecord& r, const std::string& types,
+                                      const std::string& sealed, bool open);
   // A VIM's access data, sealed whole with the VIM's id as associated data.
   base::Result<std::string> seal_vim(const json::object& access, const std::string& id);
   base::Result<json::object> open_vim(const std::string& sealed, const std::string& id);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <boost/json.hpp>
@@ -17,9 +18,10 @@ namespace engine::internal {
 
 namespace {
 
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 
-constexpr const char* kSchema = R"SQL(
+constexpr const char* kSchema =
+    R"SQL(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS packages(
   id TEXT PRIMARY KEY, digest TEXT NOT NULL UNIQUE, name TEXT, provider TEXT, product TEXT,
@@ -61,7 +63,94 @@ CREATE TABLE IF NOT EXISTS vims(
   id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, type TEXT NOT NULL,
   summary TEXT NOT NULL, sealed TEXT NOT NULL, extra TEXT NOT NULL,
   is_default INTEGER NOT NULL DEFAULT 0, created_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS subscriptions(
+  id TEXT PRIMARY KEY, api TEXT NOT NULL, callback_uri TEXT NOT NULL, filter TEXT NOT NULL,
+  auth_types TEXT NOT NULL, auth TEXT NOT NULL, verbosity TEXT NOT NULL,
+  created_ms INTEGER NOT NULL, cursor_seq INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+  failing_since_ms INTEGER NOT NULL DEFAULT 0, next_attempt_ms INTEGER NOT NULL DEFAULT 0,
+  failing INTEGER NOT NULL DEFAULT 0, last_error TEXT NOT NULL DEFAULT '',
+  delivered INTEGER NOT NULL DEFAULT 0, last_delivered_ms INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS notices(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, at_ms INTEGER NOT NULL,
+  kind TEXT NOT NULL, op_id TEXT, instance_id TEXT, package_id TEXT, operation TEXT, state TEXT,
+  error TEXT, subject TEXT NOT NULL);
 )SQL";
+
+// The triggers that write the notices (engine.h, NoticeRecord) in the transaction of the
+// change itself, whichever statement makes it; only while a subscription exists.
+std::string notice_triggers() {
+  const std::string id = "lower(hex(randomblob(16)))";
+  const std::string now = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
+  const std::string any = "EXISTS (SELECT 1 FROM subscriptions)";
+  // What filters match on: the instance `i`'s name and its package `p`'s identity.
+  auto product = [](const std::string& p) {
+    return "'vnfd_id', " + p + ".vnfd_id, 'provider', " + p + ".provider, 'product', " + p +
+           ".product, 'software_version', " + p + ".version, 'vnfd_version', " + p +
+           ".vnfd_version";
+  };
+  auto trigger = [&](const std::string& name, const std::string& on, const std::string& when,
+                     const std::string& insert) {
+    return "CREATE TRIGGER IF NOT EXISTS " + name + " " + on + " WHEN " + when + " " + any +
+           " BEGIN " + insert + "; END;\n";
+  };
+  std::string out;
+  // An operation entering a state.
+  for (auto [name, on, when, at] :
+       {std::tuple{"notice_op_created", "AFTER INSERT ON ops", "", "NEW.created_ms"},
+        std::tuple{"notice_op_state", "AFTER UPDATE OF state ON ops", "NEW.state <> OLD.state AND",
+                   "NEW.updated_ms"}}) {
+    out += trigger(name, on, when,
+                   "INSERT INTO notices(id, at_ms, kind, op_id, instance_id, package_id,"
+                   " operation, state, error, subject) SELECT " +
+                       id + ", " + at +
+                       ", 'op', NEW.id, NEW.instance_id, i.package_id, NEW.operation, NEW.state,"
+                       " NEW.error, json_object('instance_name', i.name, " +
+                       product("p") +
+                       ") FROM instances i LEFT JOIN packages p ON p.id = i.package_id"
+                       " WHERE i.id = NEW.instance_id");
+  }
+  // An instance created or deleted.
+  for (auto [name, on, row, kind, at] :
+       {std::tuple{"notice_instance_created", "AFTER INSERT ON instances", "NEW",
+                   "instance_created", std::string("NEW.created_ms")},
+        std::tuple{"notice_instance_deleted", "BEFORE DELETE ON instances", "OLD",
+                   "instance_deleted", now}}) {
+    std::string r(row);
+    out +=
+        trigger(name, on, "",
+                "INSERT INTO notices(id, at_ms, kind, instance_id, package_id, subject) SELECT " +
+                    id + ", " + at + ", '" + kind + "', " + r + ".id, " + r +
+                    ".package_id, json_object('instance_name', " + r + ".name, " + product("p") +
+                    ") FROM (SELECT 1) LEFT JOIN packages p ON p.id = " + r + ".package_id");
+  }
+  // A package onboarded (stored onboarded by the CLI, or its upload done), its operational
+  // state changed, an onboarded one deleted.
+  const std::string in_use =
+      "CASE WHEN EXISTS (SELECT 1 FROM instances WHERE package_id = NEW.id)"
+      " THEN 'IN_USE' ELSE 'NOT_IN_USE' END";
+  for (auto [name, on, when, row, kind, usage] :
+       {std::tuple{"notice_package_stored", "AFTER INSERT ON packages",
+                   "NEW.onboarding_state = 'ONBOARDED' AND", "NEW", "package_onboarded",
+                   std::string("'NOT_IN_USE'")},
+        std::tuple{"notice_package_onboarded", "AFTER UPDATE OF onboarding_state ON packages",
+                   "NEW.onboarding_state = 'ONBOARDED' AND OLD.onboarding_state <> 'ONBOARDED' AND",
+                   "NEW", "package_onboarded", in_use},
+        std::tuple{"notice_package_changed", "AFTER UPDATE OF operational_state ON packages",
+                   "NEW.operational_state <> OLD.operational_state AND"
+                   " NEW.onboarding_state = 'ONBOARDED' AND",
+                   "NEW", "package_changed", in_use},
+        std::tuple{"notice_package_deleted", "BEFORE DELETE ON packages",
+                   "OLD.onboarding_state = 'ONBOARDED' AND", "OLD", "package_deleted",
+                   std::string("'NOT_IN_USE'")}}) {
+    std::string r(row);
+    out += trigger(name, on, when,
+                   "INSERT INTO notices(id, at_ms, kind, package_id, state, subject) VALUES(" + id +
+                       ", " + now + ", '" + kind + "', " + r + ".id, " + r +
+                       ".operational_state, json_object(" + product(r) + ", 'operational_state', " +
+                       r + ".operational_state, 'usage_state', " + usage + "))");
+  }
+  return out;
+}
 
 // A package without content yet keeps this in the digest column (NOT NULL UNIQUE since
 // schema 1): never a SHA-256.
@@ -148,6 +237,7 @@ base::Status SqliteStore::init() {
     w_.exec("BEGIN IMMEDIATE");
     try {
       w_.exec(kSchema);
+      w_.exec(notice_triggers());
       SQLite::Statement q(w_, "SELECT value FROM meta WHERE key = 'schema_version'");
       if (q.executeStep()) {
         int v = std::stoi(q.getColumn(0).getString());
@@ -192,6 +282,7 @@ base::Status SqliteStore::init() {
           // 4 -> 5: when a result's action call started (op show --timing).
           add_column("events", "started_ms INTEGER");
         }
+        // 5 -> 6: subscriptions and notices, new tables and triggers (kSchema makes them).
         if (v < kSchemaVersion)
           w_.exec("UPDATE meta SET value = '" + std::to_string(kSchemaVersion) +
                   "' WHERE key = 'schema_version'");

@@ -1,11 +1,12 @@
 // The SQLite Store: one file, WAL, synchronous=FULL. A write connection (the executor's
 // writer thread and commands) and a read connection (polls, history), each behind a mutex.
 //
-// Engine-internal: open_sqlite_store (engine.h) is the way in. The class is defined in three
+// Engine-internal: open_sqlite_store (engine.h) is the way in. The class is defined in four
 // files, the only ones that include SQLiteCpp:
 //   sqlite_store.cpp    opening, the schema, packages, instances, machines
 //   sqlite_ops.cpp      the executor's commits, operations, outputs and events
 //   sqlite_secrets.cpp  the key file, sealed fields and outputs, VIM records, key rotation
+//   sqlite_notices.cpp  subscriptions and the notices the triggers write
 #pragma once
 
 #include <memory>
@@ -70,6 +71,17 @@ class SqliteStore : public Store {
   base::Result<std::vector<std::string>> cancel_requests() override;
   base::Result<json::object> outputs(std::string_view op_id) override;
   base::Result<std::vector<EventRecord>> history(std::string_view op_id) override;
+
+  // sqlite_notices.cpp
+  base::Status put_subscription(const SubscriptionRecord& rec) override;
+  base::Result<SubscriptionRecord> get_subscription(std::string_view id,
+                                                    bool with_secrets) override;
+  base::Result<std::vector<SubscriptionRecord>> list_subscriptions(bool with_secrets) override;
+  base::Status delete_subscription(std::string_view id) override;
+  base::Status record_delivery(const SubscriptionRecord& rec) override;
+  base::Result<std::vector<NoticeRecord>> notices_after(const NoticeCursor& after,
+                                                        size_t limit) override;
+  base::Result<int64_t> prune_notices() override;
 
   // sqlite_secrets.cpp
   base::Status put_vim(const VimRecord& rec) override;

@@ -11,6 +11,7 @@
 #include <boost/json.hpp>
 
 #include "engine/engine.h"
+#include "engine/internal/commands.h"
 
 namespace engine {
 
@@ -50,32 +51,29 @@ json::object vim_view(const VimRecord& v) {
   return o;
 }
 
+json::object op_problem(const json::value& error) {
+  const json::object empty;
+  const json::object& e = error.is_object() ? error.get_object() : empty;
+  return json::object{{"status", 500},
+                      {"title", e.contains("class") ? e.at("class") : json::value("error")},
+                      {"detail", e.contains("message") ? e.at("message") : json::value("")},
+                      {"state", e.contains("state") ? e.at("state") : json::value("")}};
+}
+
 json::object op_view(const OpRecord& op) {
-  static const std::map<std::string, std::string> kOpName = {{"instantiate", "INSTANTIATE"},
-                                                             {"terminate", "TERMINATE"},
-                                                             {"heal", "HEAL"},
-                                                             {"scale", "SCALE"},
-                                                             {"change_ext_conn", "CHANGE_EXT_CONN"},
-                                                             {"modify_info", "MODIFY_INFO"}};
-  json::object o{
-      {"id", op.id},
-      {"operationState", std::string(to_string(op.state))},
-      {"stateEnteredTime", iso_time(op.updated_ms)},
-      {"startTime", iso_time(op.created_ms)},
-      {"vnfInstanceId", op.instance_id},
-      {"operation", kOpName.count(op.operation) ? kOpName.at(op.operation) : op.operation},
-      {"isAutomaticInvocation", false},
-      // SOL003 requires an object; a request-less operation has an empty one.
-      {"operationParams",
-       op.request.is_object() ? actions::redact(op.request) : json::value(json::object())},
-      {"isCancelPending", op.cancel_requested}};
-  if (op.error.is_object()) {
-    const auto& e = op.error.get_object();
-    o["error"] = json::object{{"status", 500},
-                              {"title", e.contains("class") ? e.at("class") : json::value("error")},
-                              {"detail", e.contains("message") ? e.at("message") : json::value("")},
-                              {"state", e.contains("state") ? e.at("state") : json::value("")}};
-  }
+  json::object o{{"id", op.id},
+                 {"operationState", std::string(to_string(op.state))},
+                 {"stateEnteredTime", iso_time(op.updated_ms)},
+                 {"startTime", iso_time(op.created_ms)},
+                 {"vnfInstanceId", op.instance_id},
+                 {"operation", sol_operation(op.operation)},
+                 {"isAutomaticInvocation", false},
+                 // SOL003 requires an object; a request-less operation has an empty one.
+                 {"operationParams", op.request.is_object() ? actions::redact(op.request)
+                                                            : json::value(json::object())},
+                 {"isCancelPending", op.cancel_requested}};
+  if (op.error.is_object())
+    o["error"] = op_problem(op.error);
   o["packageDigest"] = op.package_digest;
   o["machineDigest"] = op.machine_digest;
   if (op.cursor.is_object()) {

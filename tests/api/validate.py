@@ -7,8 +7,14 @@ import sys
 import jsonschema
 
 schema_file, body_file = sys.argv[1], sys.argv[2]
-with open(schema_file, encoding="utf-8") as f:
-    schema = json.load(f)
+# ETSI's VnfPackageChangeNotification schema is written in cp1252 (a typographic quote in a
+# description), the others in UTF-8.
+with open(schema_file, "rb") as f:
+    raw = f.read()
+try:
+    schema = json.loads(raw.decode("utf-8"))
+except UnicodeDecodeError:
+    schema = json.loads(raw.decode("cp1252"))
 try:
     with open(body_file, encoding="utf-8") as f:
         body = json.load(f)

@@ -104,6 +104,28 @@ class StoreWrapper : public engine::Store {
   base::Result<std::vector<engine::VimRecord>> list_vims() override { return inner_.list_vims(); }
   base::Status delete_vim(std::string_view id) override { return inner_.delete_vim(id); }
 
+  base::Status put_subscription(const engine::SubscriptionRecord& rec) override {
+    return inner_.put_subscription(rec);
+  }
+  base::Result<engine::SubscriptionRecord> get_subscription(std::string_view id,
+                                                            bool with_secrets) override {
+    return inner_.get_subscription(id, with_secrets);
+  }
+  base::Result<std::vector<engine::SubscriptionRecord>> list_subscriptions(
+      bool with_secrets) override {
+    return inner_.list_subscriptions(with_secrets);
+  }
+  base::Status delete_subscription(std::string_view id) override {
+    return inner_.delete_subscription(id);
+  }
+  base::Status record_delivery(const engine::SubscriptionRecord& rec) override {
+    return inner_.record_delivery(rec);
+  }
+  base::Result<std::vector<engine::NoticeRecord>> notices_after(const engine::NoticeCursor& after,
+                                                                size_t limit) override {
+    return inner_.notices_after(after, limit);
+  }
+  base::Result<int64_t> prune_notices() override { return inner_.prune_notices(); }
   std::vector<std::string> private_files() const override { return inner_.private_files(); }
   base::Status rotate_key() override { return inner_.rotate_key(); }
 

@@ -324,7 +324,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fx.confine_uri(*req);
   // A router per request: the store is reopened on reset, and the server's Router holds no
   // state of its own but the store.
-  api::internal::Router r(*fx.store, 3, fx.on_queued);
+  // No callback test: a fuzzed callbackUri must never be asked anything (the network rule).
+  static const auto no_test = [] {
+    auto o = std::make_shared<engine::NotifyOptions>();
+    o->test_callback = false;
+    return std::shared_ptr<const engine::NotifyOptions>(o);
+  }();
+  api::internal::Router r(*fx.store, 3, fx.on_queued, {}, no_test);
   HttpResponse answer;
   try {
     answer = r.handle(*req);

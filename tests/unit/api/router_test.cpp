@@ -46,7 +46,9 @@ struct Fixture {
   }
   HttpResponse call(std::string method, std::string target, std::string body = "",
                     size_t page_size = 100) {
-    Router r(*store, page_size);
+    auto no_test = std::make_shared<engine::NotifyOptions>();
+    no_test->test_callback = false;  // subscriptions here are checked, not called
+    Router r(*store, page_size, {}, {}, no_test);
     HttpRequest req{std::move(method),
                     std::move(target),
                     body.empty() ? "" : "application/json",

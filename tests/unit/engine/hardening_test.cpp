@@ -511,7 +511,7 @@ TEST_CASE("state outputs: sealed at rest, read back after a restart and a key ro
   CHECK(vnflow_test::at_rest(f.tdb).find("out-pw-Q7") == std::string::npos);
 }
 
-TEST_CASE("a schema 1 database is brought to the current schema (5) when opened") {
+TEST_CASE("a schema 1 database is brought to the current schema (6) when opened") {
   if (vnflow_test::on_postgres()) {
     WARN("skipped on PostgreSQL: SQLite's schema versions");
     return;
@@ -519,14 +519,21 @@ TEST_CASE("a schema 1 database is brought to the current schema (5) when opened"
   TempDir pkgdir;
   Fixture f(two_exec_package(pkgdir).string());
   f.store.reset();
-  // Schema 1 had no events.outputs column.
+  // Schema 1 had no events.outputs column (nor notices and their triggers, which name
+  // the columns dropped here).
   sql(f.db,
+      "DROP TRIGGER notice_op_created; DROP TRIGGER notice_op_state;"
+      "DROP TRIGGER notice_instance_created; DROP TRIGGER notice_instance_deleted;"
+      "DROP TRIGGER notice_package_stored; DROP TRIGGER notice_package_onboarded;"
+      "DROP TRIGGER notice_package_changed; DROP TRIGGER notice_package_deleted;"
+      "DROP TABLE notices; DROP TABLE subscriptions;"
       "ALTER TABLE events DROP COLUMN outputs;"
       "ALTER TABLE events DROP COLUMN started_ms;"
       "ALTER TABLE packages DROP COLUMN vnfd_version;"
       "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
   f.reopen();
-  CHECK(sql_text(f.db, "SELECT value FROM meta WHERE key = 'schema_version'") == "5");
+  CHECK(sql_text(f.db, "SELECT value FROM meta WHERE key = 'schema_version'") == "6");
+  CHECK(sql_text(f.db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'") == "8");
   CHECK(sql_text(f.db,
                  "SELECT count(*) FROM pragma_table_info('events') WHERE name = 'started_ms'") ==
         "1");

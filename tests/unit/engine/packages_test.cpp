@@ -290,15 +290,23 @@ TEST_CASE("a database from before package states gets them: its packages ONBOARD
   auto p = engine::onboard_package(*db.store, demo_path(), diags);
   REQUIRE(p.ok());
   bool pg = vnflow_test::on_postgres();
-  // The schema before: no state columns, the version before.
-  db.sql(std::string("ALTER TABLE packages DROP COLUMN onboarding_state;"
-                     "ALTER TABLE packages DROP COLUMN operational_state;"
-                     "ALTER TABLE packages DROP COLUMN user_data;"
-                     "ALTER TABLE packages DROP COLUMN failure;"
-                     "ALTER TABLE packages DROP COLUMN vnfd_version;"
-                     "ALTER TABLE events DROP COLUMN started_ms;") +
-         (pg ? "UPDATE meta SET value = '1' WHERE key = 'schema_version'"
-             : "UPDATE meta SET value = '2' WHERE key = 'schema_version'"));
+  // The schema before: no state columns (nor notices and the triggers that name them), the
+  // version before.
+  db.sql(
+      std::string(pg ? ""
+                     : "DROP TRIGGER notice_op_created; DROP TRIGGER notice_op_state;"
+                       "DROP TRIGGER notice_instance_created; DROP TRIGGER notice_instance_deleted;"
+                       "DROP TRIGGER notice_package_stored; DROP TRIGGER notice_package_onboarded;"
+                       "DROP TRIGGER notice_package_changed; DROP TRIGGER notice_package_deleted;"
+                       "DROP TABLE notices; DROP TABLE subscriptions;") +
+      "ALTER TABLE packages DROP COLUMN onboarding_state;"
+      "ALTER TABLE packages DROP COLUMN operational_state;"
+      "ALTER TABLE packages DROP COLUMN user_data;"
+      "ALTER TABLE packages DROP COLUMN failure;"
+      "ALTER TABLE packages DROP COLUMN vnfd_version;"
+      "ALTER TABLE events DROP COLUMN started_ms;" +
+      (pg ? "UPDATE meta SET value = '1' WHERE key = 'schema_version'"
+          : "UPDATE meta SET value = '2' WHERE key = 'schema_version'"));
   auto r = reread(*db.store, p.value().id);
   CHECK(r.onboarding_state == "ONBOARDED");
   CHECK(r.operational_state == "ENABLED");
