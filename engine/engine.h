@@ -338,6 +338,19 @@ class Store {
   // Writes a subscription's delivery fields (cursor, attempts, failing, ...); the cursor never
   // moves back. kNotFound once it was deleted.
   virtual base::Status record_delivery(const SubscriptionRecord& rec) = 0;
+  // The subscriptions a sender should serve now: their next attempt is due and a notice
+  // waits after their cursor (a cheap query: the scheduler asks it often).
+  virtual base::Result<std::vector<std::string>> due_subscriptions(int64_t now) = 0;
+  // Whether `owner` may deliver subscription `id` for the next `ttl_ms`: a store several
+  // daemons share hands each subscription to one sender at a time (a claim that runs out);
+  // the default is the single-daemon stores' (yes).
+  virtual base::Result<bool> claim_subscription(std::string_view id, const std::string& owner,
+                                                int64_t ttl_ms) {
+    (void)id;
+    (void)owner;
+    (void)ttl_ms;
+    return true;
+  }
   // Up to `limit` notices after `after`, in commit order.
   virtual base::Result<std::vector<NoticeRecord>> notices_after(const NoticeCursor& after,
                                                                 size_t limit) = 0;
@@ -639,6 +652,9 @@ struct NotifyOptions {
   std::string ca_file;   // an https callback's CA ("" the system's)
   int senders = 4;       // subscriptions delivered to at once (a slow one holds one sender)
   std::chrono::milliseconds poll{100};  // how often commits of other processes are looked for
+  // Who sends (the daemon's name): on a shared store each subscription is claimed by one
+  // sender at a time (Store::claim_subscription).
+  std::string owner = "daemon";
 };
 
 // A LccnSubscriptionRequest (api vnflcm/v1, vnflcm/v2) or PkgmSubscriptionRequest
@@ -689,6 +705,9 @@ class Notifier {
 
 // Declares the sender's metric families in `m` (docs/operations.md).
 void declare_notify_metrics(base::Metrics& m);
+// Sets its gauges read from the store (the subscriptions failing, the backlog): called by a
+// daemon's collector, as collect_store_metrics.
+void collect_notify_metrics(base::Metrics& m, Store& store);
 
 // ---------------------------------------------------------------------------------------
 // Views: the records as users see them (JSON), every secret as "***".

@@ -497,6 +497,7 @@ struct Daemon::Impl {
     if (!is_postgres_url(opt.db_path))
       opt.engine.owner = "daemon-" + std::to_string(::getpid());
     opt.engine.metrics = &metrics;
+    opt.notify.owner = opt.engine.owner;
     notifier = std::make_unique<Notifier>(*store, opt.notify, &metrics);
     opt.engine.on_commit = [n = notifier.get()] { n->poke(); };
     engine = std::make_unique<Engine>(*store, opt.registry, opt.engine);
@@ -510,6 +511,7 @@ struct Daemon::Impl {
         return;
       counted_at = now;
       collect_store_metrics(m, *store);
+      collect_notify_metrics(m, *store);
     });
     // The work root, and no hook of a previous daemon still running (waits up to 30 s).
     if (base::Status s = engine->prepare(); !s.ok())

@@ -22,6 +22,7 @@ constexpr size_t kMaxUriBytes = 2048;
 constexpr size_t kMaxListEntries = 256;
 constexpr size_t kMaxSubscriptionTextBytes = 1024;
 constexpr size_t kMaxSubscriptions = 1000;
+constexpr size_t kMaxFilterBytes = 16 * 1024;
 constexpr int kMaxCallbackTests = 4;
 
 constexpr std::string_view kLcmOccNotification = "VnfLcmOperationOccurrenceNotification";
@@ -375,6 +376,11 @@ base::Result<SubscriptionRecord> create_subscription(Store& store, std::string_v
     c.object(whole, "", {"filter", "callbackUri", "authentication"}, {"callbackUri"}, member);
   if (!c.error.ok())
     return c.error;
+  // Every look of the sender reads it: bounded as a whole, not only list by list.
+  if (const json::value* f = request.if_contains("filter");
+      f != nullptr && json::serialize(*f).size() > kMaxFilterBytes)
+    return base::Status::InvalidArgument("filter is larger than " +
+                                         std::to_string(kMaxFilterBytes / 1024) + " KiB");
   SubscriptionRecord s;
   s.id = new_id();
   s.api = std::string(api);

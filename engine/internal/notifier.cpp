@@ -47,6 +47,11 @@ std::string member_text(const json::object& o, std::string_view params, std::str
   return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
 }
 
+// A URI as error messages show it: without its query, which may carry a token.
+std::string shown(const std::string& uri) {
+  return uri.substr(0, uri.find('?'));
+}
+
 // OAuth 2.0 client credentials (RFC 6749 4.4): the access token and for how long it holds.
 struct Token {
   std::string value;
@@ -69,19 +74,21 @@ base::Result<Token> fetch_token(const json::object& auth, const NotifyOptions& o
   c.timeout = o.timeout;
   auto r = actions::http_call(c);
   if (!r.ok())
-    return base::Status::Unavailable("token endpoint: " + r.status().message());
+    return base::Status::Unavailable("token endpoint " + shown(c.url) + ": no answer (" +
+                                     std::string(base::to_string(r.status().code())) + ")");
   if (r.value().status != 200)
-    return base::Status::Unavailable("token endpoint " + c.url + ": HTTP " +
+    return base::Status::Unavailable("token endpoint " + shown(c.url) + ": HTTP " +
                                      std::to_string(r.value().status) + " (200 expected)");
   boost::system::error_code ec;
   json::value v = json::parse(r.value().body, ec);
   const json::value* t =
       !ec && v.is_object() ? v.get_object().if_contains("access_token") : nullptr;
   if (t == nullptr || !t->is_string() || t->get_string().empty() || t->get_string().size() > 8192)
-    return base::Status::Unavailable("token endpoint " + c.url + ": no access_token in its answer");
+    return base::Status::Unavailable("token endpoint " + shown(c.url) +
+                                     ": no access_token in its answer");
   for (char ch : t->get_string()) {
     if (static_cast<unsigned char>(ch) < 0x21 || static_cast<unsigned char>(ch) > 0x7e)
-      return base::Status::Unavailable("token endpoint " + c.url +
+      return base::Status::Unavailable("token endpoint " + shown(c.url) +
                                        ": the access_token is not a token");
   }
   Token out;
@@ -158,16 +165,17 @@ base::Status exchange(const SubscriptionRecord& s, const NotifyOptions& o, Token
     c.timeout = o.timeout;
     auto r = actions::http_call(c);
     if (!r.ok())
-      return base::Status::Unavailable(r.status().message());
+      return base::Status::Unavailable(method + " " + shown(s.callback_uri) + ": no answer (" +
+                                       std::string(base::to_string(r.status().code())) + ")");
     int code = r.value().status;
     if (code >= 200 && code <= 299)
       return base::Status::Ok();
     if (code == 401 && round == 0 && has_auth_type(s.auth, "OAUTH2_CLIENT_CREDENTIALS"))
       continue;
-    return base::Status::Unavailable(method + " " + s.callback_uri + ": HTTP " +
+    return base::Status::Unavailable(method + " " + shown(s.callback_uri) + ": HTTP " +
                                      std::to_string(code));
   }
-  return base::Status::Unavailable(method + " " + s.callback_uri + ": HTTP 401");
+  return base::Status::Unavailable(method + " " + shown(s.callback_uri) + ": HTTP 401");
 }
 
 }  // namespace
@@ -196,6 +204,21 @@ void declare_notify_metrics(base::Metrics& m) {
             {"failing"});
 }
 
+void collect_notify_metrics(base::Metrics& m, Store& store) {
+  auto subs = store.list_subscriptions(false);
+  if (!subs.ok())
+    return;  // the last values stay
+  int64_t backlog = 0, failing = 0;
+  for (const auto& sub : subs.value()) {
+    backlog += sub.backlog;
+    failing += sub.failing ? 1 : 0;
+  }
+  m.set("vnflow_notification_backlog", {}, static_cast<double>(backlog));
+  m.set("vnflow_subscriptions", {"true"}, static_cast<double>(failing));
+  m.set("vnflow_subscriptions", {"false"},
+        static_cast<double>(static_cast<int64_t>(subs.value().size()) - failing));
+}
+
 struct Notifier::Impl {
   Store& store;
   NotifyOptions opt;
@@ -209,12 +232,32 @@ struct Notifier::Impl {
   bool stopping = false, poked = false, started = false;
   std::set<std::string> busy;  // subscriptions queued or being served
   std::deque<std::string> queue;
+  // Subscriptions not served again before a time: their store calls failed, or another
+  // daemon holds them. In memory: a restart tries at once.
+  std::map<std::string, std::chrono::steady_clock::time_point> held;
   std::thread scheduler;
   std::vector<std::thread> senders;
-  std::chrono::steady_clock::time_point last_prune;
+  std::chrono::steady_clock::time_point last_prune, last_warning;
 
   Impl(Store& s, NotifyOptions o, base::Metrics* m, base::Clock* c)
       : store(s), opt(std::move(o)), metrics(m), clock(c) {}
+
+  // A warning about the store at most every 10 s (a store that is down fails every look).
+  void warn_store(const std::string& what, const base::Status& st) {
+    auto now = std::chrono::steady_clock::now();
+    {
+      std::lock_guard<std::mutex> l(mu);
+      if (now - last_warning < std::chrono::seconds(10))
+        return;
+      last_warning = now;
+    }
+    spdlog::warn("notifications: {}: {}", what, st.message());
+  }
+
+  void hold(const std::string& id, std::chrono::milliseconds d) {
+    std::lock_guard<std::mutex> l(mu);
+    held[id] = std::chrono::steady_clock::now() + d;
+  }
 
   void schedule_loop() {
     while (true) {
@@ -234,36 +277,28 @@ struct Notifier::Impl {
   }
 
   void schedule() {
-    auto subs = store.list_subscriptions(false);
-    if (!subs.ok()) {
-      spdlog::warn("notifications: cannot read the subscriptions: {}", subs.status().message());
-      return;
-    }
-    int64_t now = clock->wall_ms();
-    int64_t backlog = 0, failing = 0;
-    {
+    auto steady = std::chrono::steady_clock::now();
+    auto due = store.due_subscriptions(clock->wall_ms());
+    if (!due.ok()) {
+      warn_store("cannot read the subscriptions", due.status());
+    } else {
       std::lock_guard<std::mutex> l(mu);
-      for (const auto& s : subs.value()) {
-        backlog += s.backlog;
-        failing += s.failing ? 1 : 0;
-        if (s.backlog > 0 && s.next_attempt_ms <= now && !busy.count(s.id)) {
-          busy.insert(s.id);
-          queue.push_back(s.id);
+      for (const std::string& id : due.value()) {
+        auto h = held.find(id);
+        if (h != held.end()) {
+          if (steady < h->second)
+            continue;
+          held.erase(h);
         }
+        if (busy.insert(id).second)
+          queue.push_back(id);
       }
     }
     work.notify_all();
-    if (metrics != nullptr) {
-      metrics->set("vnflow_notification_backlog", {}, static_cast<double>(backlog));
-      metrics->set("vnflow_subscriptions", {"true"}, static_cast<double>(failing));
-      metrics->set("vnflow_subscriptions", {"false"},
-                   static_cast<double>(static_cast<int64_t>(subs.value().size()) - failing));
-    }
-    auto steady = std::chrono::steady_clock::now();
     if (steady - last_prune > std::chrono::seconds(10)) {
       last_prune = steady;
       if (auto p = store.prune_notices(); !p.ok())
-        spdlog::warn("notifications: cannot prune delivered notices: {}", p.status().message());
+        warn_store("cannot prune delivered notices", p.status());
     }
   }
 
@@ -278,13 +313,15 @@ struct Notifier::Impl {
         id = std::move(queue.front());
         queue.pop_front();
       }
-      deliver(id);
+      bool progressed = deliver(id);
       {
         std::lock_guard<std::mutex> l(mu);
         busy.erase(id);
-        poked = true;  // it may have more
+        if (progressed)
+          poked = true;  // it may have more
       }
-      cv.notify_one();
+      if (progressed)
+        cv.notify_one();
     }
   }
 
@@ -293,20 +330,44 @@ struct Notifier::Impl {
     return stopping;
   }
 
-  // Serves subscription `id` for up to 2 s: its notices in order, until one fails.
-  void deliver(const std::string& id) {
+  // Serves subscription `id` for up to 2 s: its notices in order, until one fails. True when
+  // it got further (a delivery, or notices passed).
+  bool deliver(const std::string& id) {
+    auto claim = store.claim_subscription(id, opt.owner, 30000);
+    if (!claim.ok()) {
+      warn_store("cannot claim subscription " + id, claim.status());
+      hold(id, std::chrono::seconds(1));
+      return false;
+    }
+    if (!claim.value()) {  // another daemon sends it
+      hold(id, std::chrono::seconds(5));
+      return false;
+    }
     auto got = store.get_subscription(id, true);
     if (!got.ok()) {
-      tokens.forget(id);
-      return;
+      if (got.status().code() == base::StatusCode::kNotFound) {
+        tokens.forget(id);  // deleted meanwhile
+      } else {
+        warn_store("cannot read subscription " + id, got.status());
+        hold(id, std::chrono::seconds(5));
+      }
+      return false;
     }
     SubscriptionRecord s = std::move(got).value();
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    bool failed = false;
-    while (!failed && !stop_requested() && std::chrono::steady_clock::now() < until) {
+    bool failed = false, progressed = false;
+    for (int batch = 0; !failed && !stop_requested() && std::chrono::steady_clock::now() < until;
+         ++batch) {
+      // Deleted meanwhile: nothing more is sent to it.
+      if (batch > 0 &&
+          store.get_subscription(id, false).status().code() == base::StatusCode::kNotFound) {
+        tokens.forget(id);
+        return progressed;
+      }
       auto notices = store.notices_after(s.cursor, 64);
       if (!notices.ok()) {
-        spdlog::warn("notifications: cannot read notices: {}", notices.status().message());
+        warn_store("cannot read notices", notices.status());
+        hold(id, std::chrono::seconds(1));
         break;
       }
       if (notices.value().empty())
@@ -364,15 +425,18 @@ struct Notifier::Impl {
         base::Status st = store.record_delivery(s);
         if (st.code() == base::StatusCode::kNotFound) {
           tokens.forget(id);
-          return;  // deleted meanwhile
+          return progressed;  // deleted meanwhile
         }
         if (!st.ok()) {
-          spdlog::warn("notifications: cannot record the delivery of subscription {}: {}", s.id,
-                       st.message());
-          return;
+          // What was sent is sent again after the pause (at least once).
+          warn_store("cannot record the delivery of subscription " + s.id, st);
+          hold(id, std::chrono::seconds(1));
+          return progressed;
         }
+        progressed = progressed || !failed;
       }
     }
+    return progressed;
   }
 };
 

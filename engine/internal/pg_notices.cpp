@@ -23,7 +23,8 @@ constexpr const char* kSubscriptionColumns =
     "SELECT id, api, callback_uri, filter, auth_types, auth, verbosity, created_ms, cursor_xid,"
     " cursor_seq, attempts, failing_since_ms, next_attempt_ms, failing, last_error, delivered,"
     " last_delivered_ms, (SELECT count(*) FROM notices n"
-    " WHERE (n.xid, n.seq) > (s.cursor_xid, s.cursor_seq)) FROM subscriptions s";
+    " WHERE (n.xid, n.seq) > (s.cursor_xid, s.cursor_seq)"
+    " AND n.xid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint) FROM subscriptions s";
 
 // One row of kSubscriptionColumns, without its authentication: its types and sealed text
 // (Sealer::read_subscription_auth) go to `auth`.
@@ -172,6 +173,42 @@ base::Result<std::vector<NoticeRecord>> PgStore::notices_after(const NoticeCurso
   if (!s.ok())
     return s;
   return out;
+}
+
+base::Result<std::vector<std::string>> PgStore::due_subscriptions(int64_t now) {
+  std::vector<std::string> out;
+  std::lock_guard<std::mutex> lock(rmu_);
+  base::Status s = guard(r_, [&] {
+    auto q = r_.run(std::string("SELECT id FROM subscriptions s WHERE next_attempt_ms <= $1 AND"
+                                " EXISTS (SELECT 1 FROM notices n WHERE (n.xid, n.seq) >"
+                                " (s.cursor_xid, s.cursor_seq) AND n.xid < ") +
+                        kHorizon + ") ORDER BY created_ms, id",
+                    {now});
+    for (int i = 0; i < q.rows(); ++i)
+      out.push_back(q.text(i, 0));
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  return out;
+}
+
+base::Result<bool> PgStore::claim_subscription(std::string_view id, const std::string& owner,
+                                               int64_t ttl_ms) {
+  bool mine = false;
+  std::lock_guard<std::mutex> lock(wmu_);
+  base::Status s = guard(w_, [&] {
+    int64_t at = now_ms();
+    auto q = w_.run(
+        "UPDATE subscriptions SET sender = $2, sender_until_ms = $3 WHERE id = $1 AND"
+        " (sender = $2 OR sender_until_ms < $4)",
+        {std::string(id), owner, at + ttl_ms, at});
+    mine = q.affected() > 0;
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  return mine;
 }
 
 base::Result<int64_t> PgStore::prune_notices() {

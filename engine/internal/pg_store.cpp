@@ -77,7 +77,8 @@ CREATE TABLE IF NOT EXISTS subscriptions(
   attempts INTEGER NOT NULL DEFAULT 0, failing_since_ms BIGINT NOT NULL DEFAULT 0,
   next_attempt_ms BIGINT NOT NULL DEFAULT 0, failing SMALLINT NOT NULL DEFAULT 0,
   last_error TEXT NOT NULL DEFAULT '', delivered BIGINT NOT NULL DEFAULT 0,
-  last_delivered_ms BIGINT NOT NULL DEFAULT 0);
+  last_delivered_ms BIGINT NOT NULL DEFAULT 0, sender TEXT NOT NULL DEFAULT '',
+  sender_until_ms BIGINT NOT NULL DEFAULT 0);
 -- A notice's xid is its transaction's: readers take only notices of transactions older than
 -- every running one (pg_snapshot_xmin), in (xid, seq) order, so none appears behind them.
 CREATE TABLE IF NOT EXISTS notices(

@@ -192,6 +192,9 @@ class PgStore : public Store {
   base::Result<std::vector<NoticeRecord>> notices_after(const NoticeCursor& after,
                                                         size_t limit) override;
   base::Result<int64_t> prune_notices() override;
+  base::Result<std::vector<std::string>> due_subscriptions(int64_t now) override;
+  base::Result<bool> claim_subscription(std::string_view id, const std::string& owner,
+                                        int64_t ttl_ms) override;
 
   // pg_listen.cpp: LISTEN/NOTIFY instead of polling.
   void wait_for_change(std::chrono::milliseconds at_most) override;

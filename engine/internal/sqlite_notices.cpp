@@ -189,6 +189,24 @@ base::Result<std::vector<NoticeRecord>> SqliteStore::notices_after(const NoticeC
   return out;
 }
 
+base::Result<std::vector<std::string>> SqliteStore::due_subscriptions(int64_t now) {
+  std::vector<std::string> out;
+  std::lock_guard<std::mutex> lock(rmu_);
+  base::Status s = guard([&] {
+    SQLite::Statement q(r_,
+                        "SELECT id FROM subscriptions s WHERE next_attempt_ms <= ? AND EXISTS"
+                        " (SELECT 1 FROM notices n WHERE n.seq > s.cursor_seq)"
+                        " ORDER BY created_ms, id");
+    q.bind(1, static_cast<int64_t>(now));
+    while (q.executeStep())
+      out.push_back(text(q, 0));
+    return base::Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  return out;
+}
+
 base::Result<int64_t> SqliteStore::prune_notices() {
   int64_t n = 0;
   std::lock_guard<std::mutex> lock(wmu_);

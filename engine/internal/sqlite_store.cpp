@@ -135,9 +135,10 @@ std::string notice_triggers() {
         std::tuple{"notice_package_onboarded", "AFTER UPDATE OF onboarding_state ON packages",
                    "NEW.onboarding_state = 'ONBOARDED' AND OLD.onboarding_state <> 'ONBOARDED' AND",
                    "NEW", "package_onboarded", in_use},
+        // (An upload's UPDATE onboards and enables at once: the onboarding notice alone.)
         std::tuple{"notice_package_changed", "AFTER UPDATE OF operational_state ON packages",
                    "NEW.operational_state <> OLD.operational_state AND"
-                   " NEW.onboarding_state = 'ONBOARDED' AND",
+                   " NEW.onboarding_state = 'ONBOARDED' AND OLD.onboarding_state = 'ONBOARDED' AND",
                    "NEW", "package_changed", in_use},
         std::tuple{"notice_package_deleted", "BEFORE DELETE ON packages",
                    "OLD.onboarding_state = 'ONBOARDED' AND", "OLD", "package_deleted",

@@ -82,6 +82,7 @@ class SqliteStore : public Store {
   base::Result<std::vector<NoticeRecord>> notices_after(const NoticeCursor& after,
                                                         size_t limit) override;
   base::Result<int64_t> prune_notices() override;
+  base::Result<std::vector<std::string>> due_subscriptions(int64_t now) override;
 
   // sqlite_secrets.cpp
   base::Status put_vim(const VimRecord& rec) override;

@@ -171,6 +171,8 @@ VnfLcmOperationOccurrenceNotification TERMINATE COMPLETED RESULT
 VnfIdentifierDeletionNotification - - -
 EOF
 check "the notifications of the lifecycle, in order" diff "$T_DIR/want" "$T_DIR/got"
+check "... each once (nothing crashed: no notification sent again)" \
+  test "$(wc -l <"$T_DIR/a-only.jsonl")" = 8
 check "the filtered subscription got TERMINATE COMPLETED alone" \
   test "$(grep -c '"path": "/terminated"' "$T_DIR/a.jsonl")" = 1
 /usr/bin/python3 - "$T_DIR/a.jsonl" "$T_DIR/n" <<'PY'
@@ -241,8 +243,12 @@ failing() { "$v" subscription list | grep -q "$sub_b  vnflcm/v1  FAILING"; }
 check "the 500 subscription is FAILING after the retry window" wait_until 15 failing
 "$v" subscription show "$sub_b" >"$T_DIR/show"
 has "subscription show names the last error" "$T_DIR/show" 'lastError: POST http://127.0.0.1:[0-9]*/b: HTTP 500'
-curl -s -H "X-Auth-Token: $token" "$ep/metrics" >"$T_DIR/metrics"
-has "the metrics count one failing subscription" "$T_DIR/metrics" '^vnflow_subscriptions{failing="true"} 1$'
+# (The daemon reads the store's gauges at most every 2 s.)
+scraped_failing() {
+  curl -s -H "X-Auth-Token: $token" "$ep/metrics" >"$T_DIR/metrics" &&
+    grep -q '^vnflow_subscriptions{failing="true"} 1$' "$T_DIR/metrics"
+}
+check "the metrics count one failing subscription" wait_until 5 scraped_failing
 has "... and failed deliveries" "$T_DIR/metrics" '^vnflow_notifications_total{result="error"} [1-9]'
 req DELETE "/vnflcm/v1/subscriptions/$sub_b"
 is_code "the failing subscription is deleted" 204
@@ -298,5 +304,26 @@ cp "$T_DIR/p-1.json" "$T_DIR/body"
 check "then: the new package onboarded" test "$(field 'd["notificationType"], d["vnfPkgId"]')" = "('VnfPackageOnboardingNotification', '$pkg2')"
 valid "the onboarding notification" "$pkg_schemas/VnfPackageOnboardingNotification.schema.json"
 check "the lifecycle receivers got no package notification" test "$(grep -c VnfPackage "$T_DIR/c.jsonl")" = 0
+# An upload over the API onboards and enables in one write: one notification, onboarding.
+: >"$T_DIR/p.jsonl"
+json_req POST /vnfpkgm/v1/vnf_packages '{}'
+[[ $code == 201 ]] || die "package create: HTTP $code"
+pkg3=$(field 'd["id"]')
+cp -r "$root/csar-samples/local-demo" "$T_DIR/demo3"
+echo "# a third build" >>"$T_DIR/demo3/Workflows/heal_end.yaml"
+t_demo_manifest "$root" "$T_DIR/demo3"
+(cd "$T_DIR/demo3" && /usr/bin/python3 -c '
+import os, sys, zipfile
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    for d, _, fs in os.walk("."):
+        for f in sorted(fs):
+            z.write(os.path.join(d, f))' "$T_DIR/demo3.zip")
+req PUT "/vnfpkgm/v1/vnf_packages/$pkg3/package_content" -H 'Content-Type: application/zip' \
+  --data-binary @"$T_DIR/demo3.zip"
+is_code "an upload over the API" 202
+check "the package receiver got its onboarding" wait_until 20 has_count "$T_DIR/p.jsonl" 1
+sleep 1
+summary "$T_DIR/p.jsonl" | awk '{print $1}' >"$T_DIR/got"
+check "... and only that" test "$(cat "$T_DIR/got")" = VnfPackageOnboardingNotification
 
 t_finish

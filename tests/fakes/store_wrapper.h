@@ -126,6 +126,13 @@ class StoreWrapper : public engine::Store {
     return inner_.notices_after(after, limit);
   }
   base::Result<int64_t> prune_notices() override { return inner_.prune_notices(); }
+  base::Result<std::vector<std::string>> due_subscriptions(int64_t now) override {
+    return inner_.due_subscriptions(now);
+  }
+  base::Result<bool> claim_subscription(std::string_view id, const std::string& owner,
+                                        int64_t ttl_ms) override {
+    return inner_.claim_subscription(id, owner, ttl_ms);
+  }
   std::vector<std::string> private_files() const override { return inner_.private_files(); }
   base::Status rotate_key() override { return inner_.rotate_key(); }
 

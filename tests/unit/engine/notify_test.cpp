@@ -9,9 +9,11 @@
 
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
+#include <libpq-fe.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "tosca/tosca.h"
 
 #include "tests/unit/engine/store_param.h"
 
@@ -177,18 +179,30 @@ TEST_CASE(
         base::StatusCode::kNotFound);
 }
 
-TEST_CASE("package notices: onboarded, operational state changed, deleted") {
+TEST_CASE("package notices: operational state changed, deleted, onboarded by an upload") {
   Db db;
   db.subscribe("vnfpkgm/v1", {});
   REQUIRE(engine::modify_package(*db.store, db.package_id,
                                  json::object{{"operationalState", "DISABLED"}})
               .ok());
   REQUIRE(engine::delete_package(*db.store, db.package_id).ok());
+  // An upload (SOL005: created, then its content) onboards and enables in one write: one
+  // onboarding notice, no change notice.
+  auto up = engine::create_package(*db.store, json::object());
+  REQUIRE(up.ok());
+  auto zip =
+      tosca::package_archive_bytes(source_root() + "/csar-samples/local-demo", tosca::Limits{});
+  REQUIRE(zip.ok());
+  base::Diagnostics diags;
+  auto onboarded = engine::upload_package(*db.store, up.value().id, zip.value(), diags);
+  REQUIRE(onboarded.ok());
+  REQUIRE(onboarded.value().onboarding_state == "ONBOARDED");
   std::vector<std::string> got;
   for (const auto& n : db.notices())
     got.push_back(line(n) + " " + n.package_id);
   CHECK(got == std::vector<std::string>{"package_changed DISABLED " + db.package_id,
-                                        "package_deleted DISABLED " + db.package_id});
+                                        "package_deleted DISABLED " + db.package_id,
+                                        "package_onboarded ENABLED " + up.value().id});
 }
 
 TEST_CASE("subscription requests are checked, member by member, and nothing is stored") {
@@ -392,4 +406,40 @@ TEST_CASE("a subscription's authentication is sealed at rest and only opened whe
   auto rotated = db.store->get_subscription(s.id, true);
   REQUIRE(rotated.ok());
   CHECK(rotated.value().auth.at("paramsBasic").at("password") == "pw-71830-secret");
+}
+
+TEST_CASE("PostgreSQL: a notice is not handed out while an older transaction may still add one") {
+  if (!vnflow_test::on_postgres()) {
+    WARN("skipped on SQLite: its writers are serialised, seq is commit order");
+    return;
+  }
+  Db db;
+  db.subscribe("vnflcm/v1", {});
+  auto exec = [](PGconn* c, const std::string& sql) {
+    PGresult* r = PQexec(c, sql.c_str());
+    INFO(PQresultErrorMessage(r));
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+  };
+  auto insert = [&](const std::string& id) {
+    return "INSERT INTO instances(id, package_id, name, instantiation_state, record, created_ms)"
+           " VALUES('" +
+           id + "', '" + db.package_id + "', '" + id + "', 'NOT_INSTANTIATED', '{}', 1)";
+  };
+  PGconn* older = PQconnectdb(db.tdb.target.c_str());
+  PGconn* newer = PQconnectdb(db.tdb.target.c_str());
+  REQUIRE(PQstatus(older) == CONNECTION_OK);
+  REQUIRE(PQstatus(newer) == CONNECTION_OK);
+  // The older transaction writes its notice first (a lower seq, a lower xid) and commits last.
+  exec(older, "BEGIN");
+  exec(older, insert("older"));
+  exec(newer, insert("newer"));  // committed at once
+  CHECK(db.notices().empty());   // the older one may still commit: nothing is handed out
+  exec(older, "COMMIT");
+  std::vector<std::string> got;
+  for (const auto& n : db.notices())
+    got.push_back(n.kind + " " + n.instance_id);
+  CHECK(got == std::vector<std::string>{"instance_created older", "instance_created newer"});
+  PQfinish(older);
+  PQfinish(newer);
 }
