@@ -554,17 +554,19 @@ NotifyResult concurrent_notify(const std::string& dir, int p, int m) {
   engine::NotifyOptions no;
   no.test_callback = false;
   no.base_url = "http://127.0.0.1:9890";
+  auto t0 = Clock::now();
+  for (int i = 0; i < p; ++i)
+    bed.op(bed.instance(), *c.m);
+  double setup = secs_since(t0);
+  // Subscribed once the operations are queued: what it hears of is the run's own changes
+  // (a notice from the setup would measure the wait for the run, not the delivery).
   must(engine::create_subscription(
            *bed.store, "vnflcm/v1",
            json::object{{"callbackUri", "http://127.0.0.1:" + std::to_string(rx.port()) + "/cb"}},
            no),
        "create_subscription");
-  auto t0 = Clock::now();
-  for (int i = 0; i < p; ++i)
-    bed.op(bed.instance(), *c.m);
-  double setup = secs_since(t0);
-  // STARTING, PROCESSING and COMPLETED of each operation, and its instance's creation.
-  size_t expected = static_cast<size_t>(p) * 4;
+  // PROCESSING and COMPLETED of each operation.
+  size_t expected = static_cast<size_t>(p) * 2;
   NotifyResult out;
   engine::Notifier n(*bed.store, no);
   n.start();
