@@ -50,18 +50,16 @@
 
 #include <boost/json.hpp>
 #include <malloc.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
 #include "engine/internal/cursor.h"
 #include "workflows/workflows.h"
 
+#include "tests/fakes/callback_server.h"
 #include "tests/fakes/store_wrapper.h"
 
 #include "bench/bench_util.h"
@@ -444,100 +442,31 @@ ConcResult concurrent(const std::string& dir, int p, int m) {
   return out;
 }
 
-// (f) A bare HTTP receiver: one request a connection, answered 204; the latency of each
-// notification from its timeStamp (the change's commit, ms) to its receipt.
-class Receiver {
- public:
-  Receiver() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::listen(fd_, 128) != 0)
-      die("receiver: cannot listen on 127.0.0.1");
-    socklen_t len = sizeof a;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    t_ = std::thread([this] { loop(); });
-  }
-  ~Receiver() {
-    stop_ = true;
-    t_.join();
-    ::close(fd_);
-  }
-  int port() const { return port_; }
-  size_t received() {
-    std::lock_guard<std::mutex> l(mu_);
-    return latency_ms_.size();
-  }
-  std::vector<double> latencies() {
-    std::lock_guard<std::mutex> l(mu_);
-    return latency_ms_;
-  }
-
- private:
-  void loop() {
-    while (!stop_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0)
-        continue;
-      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0)
-        continue;
-      serve(c);
-      ::close(c);
-    }
-  }
-  void serve(int c) {
-    std::string in;
-    char buf[8192];
-    size_t need = std::string::npos;
-    while (true) {
-      ssize_t n = ::recv(c, buf, sizeof buf, 0);
-      if (n <= 0)
-        return;
-      in.append(buf, static_cast<size_t>(n));
-      size_t h = in.find("\r\n\r\n");
-      if (h != std::string::npos && need == std::string::npos) {
-        std::string head = in.substr(0, h);
-        for (char& ch : head)
-          ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-        size_t cl = head.find("content-length:");
-        need = h + 4 +
-               (cl == std::string::npos ? 0 : std::strtoul(head.c_str() + cl + 15, nullptr, 10));
-      }
-      if (need != std::string::npos && in.size() >= need)
-        break;
-    }
-    int64_t now = engine::now_ms();
-    const char* reply = "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-    (void)::send(c, reply, std::strlen(reply), MSG_NOSIGNAL);
-    size_t ts = in.find("\"timeStamp\":\"");
-    size_t idp = in.find("\"id\":\"");
-    if (ts == std::string::npos || idp == std::string::npos)
-      return;
-    std::string id = in.substr(idp + 6, 36);
+// (f) The receiver: tests/fakes/callback_server.h. A notification's latency is from its
+// timeStamp (the change's commit, ms) to its receipt; a repeat (at least once) has the same id
+// and counts once.
+std::vector<double> delivery_latencies(
+    const std::vector<vnflow_test::CallbackServer::Post>& posts) {
+  std::set<std::string> ids;
+  std::vector<double> out;
+  for (const auto& p : posts) {
+    size_t ts = p.body.find("\"timeStamp\":\"");
+    size_t idp = p.body.find("\"id\":\"");
+    if (ts == std::string::npos || idp == std::string::npos ||
+        !ids.insert(p.body.substr(idp + 6, 36)).second)
+      continue;
     std::tm tm{};
     int ms = 0;
-    if (std::sscanf(in.c_str() + ts + 13, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon,
+    if (std::sscanf(p.body.c_str() + ts + 13, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon,
                     &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7)
-      return;
+      continue;
     tm.tm_year -= 1900;
     tm.tm_mon -= 1;
     int64_t at = static_cast<int64_t>(::timegm(&tm)) * 1000 + ms;
-    std::lock_guard<std::mutex> l(mu_);
-    if (ids_.insert(id).second)  // at least once: a repeat has the same id
-      latency_ms_.push_back(static_cast<double>(now - at));
+    out.push_back(static_cast<double>(p.received_ms - at));
   }
-
-  int fd_ = -1, port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::thread t_;
-  std::mutex mu_;
-  std::vector<double> latency_ms_;
-  std::set<std::string> ids_;
-};
+  return out;
+}
 
 struct NotifyResult {
   ConcResult c;
@@ -550,7 +479,7 @@ NotifyResult concurrent_notify(const std::string& dir, int p, int m) {
   Bed bed(dir, "notify.db");
   Compiled c = compile_machine("chain.yaml", bench::chain_yaml(m));
   bed.put_machine(*c.m);
-  Receiver rx;
+  vnflow_test::CallbackServer rx;
   engine::NotifyOptions no;
   no.test_callback = false;
   no.base_url = "http://127.0.0.1:9890";
@@ -560,10 +489,8 @@ NotifyResult concurrent_notify(const std::string& dir, int p, int m) {
   double setup = secs_since(t0);
   // Subscribed once the operations are queued: what it hears of is the run's own changes
   // (a notice from the setup would measure the wait for the run, not the delivery).
-  must(engine::create_subscription(
-           *bed.store, "vnflcm/v1",
-           json::object{{"callbackUri", "http://127.0.0.1:" + std::to_string(rx.port()) + "/cb"}},
-           no),
+  must(engine::create_subscription(*bed.store, "vnflcm/v1", json::object{{"callbackUri", rx.uri()}},
+                                   no),
        "create_subscription");
   // PROCESSING and COMPLETED of each operation.
   size_t expected = static_cast<size_t>(p) * 2;
@@ -572,14 +499,14 @@ NotifyResult concurrent_notify(const std::string& dir, int p, int m) {
   n.start();
   RunResult r = run_until_idle(dir, *bed.store, [&n] { n.poke(); });
   auto idle = Clock::now();
-  while (rx.received() < expected && secs_since(idle) < 60)
+  while (delivery_latencies(rx.answered()).size() < expected && secs_since(idle) < 60)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   out.drain_s = secs_since(idle);
   n.stop();
   size_t done = bed.count_state(engine::OpState::kCompleted);
   if (done != static_cast<size_t>(p))
     die("notify: " + std::to_string(done) + " of " + std::to_string(p) + " completed");
-  std::vector<double> lat = rx.latencies();
+  std::vector<double> lat = delivery_latencies(rx.answered());
   out.notifications = lat.size();
   if (out.notifications != expected)
     die("notify: " + std::to_string(out.notifications) + " notifications received, expected " +

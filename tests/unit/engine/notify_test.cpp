@@ -1,12 +1,9 @@
 // Subscriptions and notices: what a subscription request may hold, the notices the stores
 // write in the transaction of each change (SQLite, or PostgreSQL under --suite postgres),
 // the filters, the notification bodies, the delivery record, secrets at rest.
-#include <atomic>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,14 +11,12 @@
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 #include <libpq-fe.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
 #include "tosca/tosca.h"
 
+#include "tests/fakes/callback_server.h"
 #include "tests/unit/engine/store_param.h"
 
 namespace {
@@ -453,90 +448,6 @@ TEST_CASE("PostgreSQL: a notice is not handed out while an older transaction may
 
 namespace {
 
-// A callback on 127.0.0.1: one request a connection, answered `status` (204 by default);
-// the bodies of the POSTs it answered 2xx.
-class Callback {
- public:
-  Callback() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(fd_ >= 0);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(fd_, 16) == 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    t_ = std::thread([this] { loop(); });
-  }
-  ~Callback() {
-    stop_ = true;
-    t_.join();
-    ::close(fd_);
-  }
-  std::string uri() const { return "http://127.0.0.1:" + std::to_string(port_) + "/cb"; }
-  std::atomic<int> status{204};
-  std::atomic<int> posts{0};  // POSTs seen, whatever the answer
-  std::vector<std::string> bodies() {
-    std::lock_guard<std::mutex> l(mu_);
-    return bodies_;
-  }
-
- private:
-  void loop() {
-    while (!stop_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0)
-        continue;
-      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c >= 0) {
-        serve(c);
-        ::close(c);
-      }
-    }
-  }
-  void serve(int c) {
-    std::string in;
-    char buf[4096];
-    size_t need = std::string::npos;
-    for (int reads = 0; reads < 1000 && (need == std::string::npos || in.size() < need); ++reads) {
-      pollfd p{c, POLLIN, 0};
-      if (::poll(&p, 1, 2000) <= 0)
-        return;
-      ssize_t n = ::recv(c, buf, sizeof buf, 0);
-      if (n <= 0)
-        return;
-      in.append(buf, static_cast<size_t>(n));
-      size_t h = in.find("\r\n\r\n");
-      if (h != std::string::npos && need == std::string::npos) {
-        size_t cl = in.find("Content-Length: ");
-        need = h + 4 +
-               (cl != std::string::npos && cl < h ? std::strtoul(in.c_str() + cl + 16, nullptr, 10)
-                                                  : 0);
-      }
-    }
-    bool post = in.rfind("POST ", 0) == 0;
-    int st = post ? status.load() : 204;
-    std::string reply =
-        "HTTP/1.1 " + std::to_string(st) + " X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-    if (post) {
-      posts++;
-      if (st >= 200 && st <= 299) {
-        std::lock_guard<std::mutex> l(mu_);
-        bodies_.push_back(in.substr(in.find("\r\n\r\n") + 4));
-      }
-    }
-    (void)::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
-  }
-
-  int fd_ = -1, port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::thread t_;
-  std::mutex mu_;
-  std::vector<std::string> bodies_;
-};
-
 template <typename F>
 bool eventually(F f, int ms = 5000) {
   for (int i = 0; i < ms / 10; ++i) {
@@ -551,7 +462,13 @@ bool eventually(F f, int ms = 5000) {
 
 TEST_CASE("the sender: in order, retried with backoff, failing after the window, then cleared") {
   Db db;
-  Callback cb;
+  vnflow_test::CallbackServer cb;
+  auto bodies = [&] {
+    std::vector<std::string> out;
+    for (const auto& p : cb.answered())
+      out.push_back(p.body);
+    return out;
+  };
   base::ManualClock clock;
   auto sub = db.subscribe("vnflcm/v1", json::object{{"callbackUri", cb.uri()}});
   auto inst = engine::create_instance(*db.store, db.package_id, "n1", "");
@@ -565,10 +482,10 @@ TEST_CASE("the sender: in order, retried with backoff, failing after the window,
   engine::Notifier n(*db.store, o, &m, &clock);
   n.start();
   // Delivered: the creation notice, once, its cursor recorded.
-  REQUIRE(eventually([&] { return cb.bodies().size() == 1; }));
+  REQUIRE(eventually([&] { return bodies().size() == 1; }));
   auto rec = [&] { return db.store->get_subscription(sub.id, false).value(); };
   REQUIRE(eventually([&] { return rec().delivered == 1 && rec().backlog == 0; }));
-  CHECK(json::parse(cb.bodies()[0]).at("notificationType") == "VnfIdentifierCreationNotification");
+  CHECK(json::parse(bodies()[0]).at("notificationType") == "VnfIdentifierCreationNotification");
 
   // The receiver fails: each attempt waits for its backoff on the (manual) clock.
   cb.status = 500;
@@ -591,8 +508,8 @@ TEST_CASE("the sender: in order, retried with backoff, failing after the window,
   // It answers again: delivered in order, the failure cleared, nothing skipped.
   cb.status = 204;
   clock.advance(std::chrono::milliseconds(8000));
-  REQUIRE(eventually([&] { return cb.bodies().size() == 2; }));
+  REQUIRE(eventually([&] { return bodies().size() == 2; }));
   REQUIRE(eventually([&] { return !rec().failing && rec().attempts == 0; }));
-  CHECK(json::parse(cb.bodies()[1]).at("operationState") == "STARTING");
+  CHECK(json::parse(bodies()[1]).at("operationState") == "STARTING");
   n.stop();
 }
