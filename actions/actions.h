@@ -226,6 +226,27 @@ struct HttpReply {
   std::string content_type;
 };
 base::Result<HttpReply> http_call(const HttpCall& call);
+
+namespace http {
+class Connection;
+}
+// http_call over a connection kept open between calls to the same origin (HTTP/1.1
+// keep-alive): a call on a kept connection the server has closed meanwhile is sent once more
+// on a new one. One caller at a time.
+class HttpSession {
+ public:
+  HttpSession();
+  ~HttpSession();
+  HttpSession(const HttpSession&) = delete;
+  HttpSession& operator=(const HttpSession&) = delete;
+  base::Result<HttpReply> call(const HttpCall& call);
+  void close();
+  // When its last call ended (the epoch for none).
+  std::chrono::steady_clock::time_point last_used() const;
+
+ private:
+  std::unique_ptr<http::Connection> conn_;
+};
 // The value of an HTTP Basic Authorization header ("Basic " + base64(user:password)).
 std::string basic_authorization(std::string_view user, std::string_view password);
 

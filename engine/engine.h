@@ -677,8 +677,10 @@ json::object subscription_status_view(const SubscriptionRecord& s);
 bool subscription_matches(const SubscriptionRecord& s, const NoticeRecord& n);
 // The notification of `n` for `s` (VnfLcmOperationOccurrenceNotification, ...), its links
 // under `base_url`. Its id is the same every time it is built: receivers deduplicate on it.
+// `op`, the operation of a result (COMPLETED, FAILED_TEMP, FAILED, ROLLED_BACK) as stored
+// now, adds its affectedVnfcs and changedInfo (op_results) unless the verbosity is SHORT.
 json::object notification_body(const SubscriptionRecord& s, const NoticeRecord& n,
-                               std::string_view base_url);
+                               std::string_view base_url, const OpRecord* op = nullptr);
 
 // The daemon's sender. Each subscription's notices go out in commit order, one at a time
 // (POST, 2xx expected), its progress recorded in the store after each run of deliveries; a

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <memory>
 #include <optional>
 
 #include <boost/asio/connect.hpp>
@@ -109,9 +110,19 @@ base::Status transport_error(const Request& req, const char* step, const beast::
   return base::Status::Unavailable(what + ec.message());
 }
 
+// What an exchange came to: its answer, or a transport error and whether any byte of an
+// answer had arrived (none on a kept connection the server had closed).
+struct Exchanged {
+  base::Result<Response> response = base::Status::Unavailable("not sent");
+  bool answered = false;
+  bool keep_alive = false;
+};
+
 template <typename Stream>
-base::Result<Response> exchange(asio::io_context& io, Stream& stream, beast::tcp_stream& lowest,
-                                const Url& u, const Request& req, const Options& opt) {
+Exchanged exchange(asio::io_context& io, Stream& stream, beast::tcp_stream& lowest,
+                   beast::flat_buffer& buf, const Url& u, const Request& req, const Options& opt,
+                   bool keep) {
+  Exchanged out;
   bhttp::request<bhttp::string_body> msg;
   msg.method_string(req.method);
   msg.target(u.target);
@@ -120,7 +131,8 @@ base::Result<Response> exchange(asio::io_context& io, Stream& stream, beast::tcp
       (u.scheme == "http" && u.port == "80") || (u.scheme == "https" && u.port == "443");
   msg.set(bhttp::field::host, default_port ? u.host : u.host + ":" + u.port);
   msg.set(bhttp::field::user_agent, "vnflow");
-  msg.set(bhttp::field::connection, "close");
+  if (!keep)
+    msg.set(bhttp::field::connection, "close");
   for (const auto& [k, v] : req.headers)
     msg.set(k, v);
   if (!req.body.empty() || req.method == "POST" || req.method == "PUT" || req.method == "PATCH")
@@ -128,98 +140,185 @@ base::Result<Response> exchange(asio::io_context& io, Stream& stream, beast::tcp
   msg.prepare_payload();
 
   lowest.expires_at(opt.deadline);
-  if (auto ec = run(io, [&](auto h) { bhttp::async_write(stream, msg, h); }))
-    return transport_error(req, "write", ec);
+  if (auto ec = run(io, [&](auto h) { bhttp::async_write(stream, msg, h); })) {
+    out.response = transport_error(req, "write", ec);
+    return out;
+  }
 
-  beast::flat_buffer buf;
   bhttp::response_parser<bhttp::string_body> parser;
   parser.body_limit(opt.max_body);
   parser.header_limit(64 * 1024);
-  if (auto ec = run(io, [&](auto h) { bhttp::async_read(stream, buf, parser, h); }))
-    return transport_error(req, "read", ec);
+  auto ec = run(io, [&](auto h) { bhttp::async_read(stream, buf, parser, h); });
+  out.answered = parser.got_some();
+  if (ec) {
+    out.response = transport_error(req, "read", ec);
+    return out;
+  }
   auto& res = parser.get();
-  Response out;
-  out.status = static_cast<int>(res.result_int());
+  out.keep_alive = keep && res.keep_alive();
+  Response r;
+  r.status = static_cast<int>(res.result_int());
   for (const auto& f : res) {
     std::string name(f.name_string());
     std::transform(name.begin(), name.end(), name.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    out.headers.emplace_back(std::move(name), std::string(f.value()));
+    r.headers.emplace_back(std::move(name), std::string(f.value()));
   }
-  out.body = std::move(res.body());
+  r.body = std::move(res.body());
+  out.response = std::move(r);
   return out;
 }
 
 }  // namespace
 
-base::Result<Response> send(const Request& req, const Options& opt) {
-  auto url = parse_url(req.url);
-  if (!url.ok())
-    return url.status();
-  const Url& u = url.value();
-  if (std::chrono::steady_clock::now() >= opt.deadline)
-    return base::Status(base::StatusCode::kDeadlineExceeded,
-                        req.method + " " + req.url + ": no time left");
-  try {
-    asio::io_context io;
+struct Connection::Impl {
+  asio::io_context io;
+  std::string origin;  // of the open connection; "" when none is open
+  std::unique_ptr<asio::ssl::context> tls;
+  std::unique_ptr<beast::tcp_stream> plain;
+  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> secure;
+  beast::flat_buffer buf;
+  std::chrono::steady_clock::time_point last_used{};
+
+  beast::tcp_stream& lowest() { return plain ? *plain : beast::get_lowest_layer(*secure); }
+
+  void drop() {
+    if (plain || secure) {
+      beast::error_code ignored;
+      lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+      lowest().socket().close(ignored);
+    }
+    secure.reset();
+    plain.reset();
+    tls.reset();
+    origin.clear();
+    buf.clear();
+  }
+
+  // Resolves and connects (and shakes hands, for https) within the deadline.
+  base::Status connect(const Url& u, const Request& req, const Options& opt) {
+    // The answer is kept by the handler: after a timeout it may still come (the lookup
+    // cannot be interrupted), during a later call's run of the same io_context.
+    struct Lookup {
+      beast::error_code ec = asio::error::would_block;
+      tcp::resolver::results_type endpoints;
+    };
+    auto lookup = std::make_shared<Lookup>();
     tcp::resolver resolver(io);
-    tcp::resolver::results_type endpoints;
-    beast::error_code rec = asio::error::would_block;
     resolver.async_resolve(u.host, u.port,
-                           [&](beast::error_code ec, tcp::resolver::results_type r) {
-                             rec = ec;
-                             endpoints = std::move(r);
+                           [lookup](beast::error_code ec, tcp::resolver::results_type r) {
+                             lookup->ec = ec;
+                             lookup->endpoints = std::move(r);
                            });
+    io.restart();
     io.run_until(opt.deadline);
-    if (rec == asio::error::would_block) {
+    if (lookup->ec == asio::error::would_block) {
       resolver.cancel();
       return base::Status(base::StatusCode::kDeadlineExceeded,
                           req.method + " " + req.url + ": resolve: timed out");
     }
-    if (rec)
-      return transport_error(req, "resolve", rec);
+    if (lookup->ec)
+      return transport_error(req, "resolve", lookup->ec);
+    const tcp::resolver::results_type& endpoints = lookup->endpoints;
 
     if (u.scheme == "http") {
-      beast::tcp_stream stream(io);
-      stream.expires_at(opt.deadline);
-      if (auto ec = run(io, [&](auto h) { stream.async_connect(endpoints, h); }))
+      plain = std::make_unique<beast::tcp_stream>(io);
+      plain->expires_at(opt.deadline);
+      if (auto ec = run(io, [&](auto h) { plain->async_connect(endpoints, h); }))
         return transport_error(req, "connect", ec);
-      auto r = exchange(io, stream, stream, u, req, opt);
-      beast::error_code ignored;
-      stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-      return r;
+      return base::Status::Ok();
     }
-
-    asio::ssl::context tls(asio::ssl::context::tls_client);
-    tls.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                    asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
-                    asio::ssl::context::no_tlsv1_1);
+    tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+    tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                     asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                     asio::ssl::context::no_tlsv1_1);
     beast::error_code ec;
     if (opt.ca_file.empty())
-      tls.set_default_verify_paths(ec);
+      tls->set_default_verify_paths(ec);
     else
-      tls.load_verify_file(opt.ca_file, ec);
+      tls->load_verify_file(opt.ca_file, ec);
     if (ec)
       return base::Status::InvalidArgument("CA file \"" + opt.ca_file + "\": " + ec.message());
-    tls.set_verify_mode(asio::ssl::verify_peer);
-    beast::ssl_stream<beast::tcp_stream> stream(io, tls);
-    stream.set_verify_callback(asio::ssl::host_name_verification(u.host));
-    if (!SSL_set_tlsext_host_name(stream.native_handle(), u.host.c_str()))
+    tls->set_verify_mode(asio::ssl::verify_peer);
+    secure = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io, *tls);
+    secure->set_verify_callback(asio::ssl::host_name_verification(u.host));
+    if (!SSL_set_tlsext_host_name(secure->native_handle(), u.host.c_str()))
       return base::Status::Unavailable(req.method + " " + req.url + ": cannot set SNI");
-    auto& lowest = beast::get_lowest_layer(stream);
-    lowest.expires_at(opt.deadline);
-    if (auto e = run(io, [&](auto h) { lowest.async_connect(endpoints, h); }))
+    auto& low = beast::get_lowest_layer(*secure);
+    low.expires_at(opt.deadline);
+    if (auto e = run(io, [&](auto h) { low.async_connect(endpoints, h); }))
       return transport_error(req, "connect", e);
     if (auto e =
-            run(io, [&](auto h) { stream.async_handshake(asio::ssl::stream_base::client, h); }))
+            run(io, [&](auto h) { secure->async_handshake(asio::ssl::stream_base::client, h); }))
       return transport_error(req, "TLS handshake", e);
-    auto r = exchange(io, stream, lowest, u, req, opt);
-    beast::error_code ignored;
-    lowest.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    return r;
-  } catch (const std::exception& e) {
-    return base::Status::Unavailable(req.method + " " + req.url + ": " + e.what());
+    return base::Status::Ok();
   }
+
+  base::Result<Response> send(const Request& req, const Options& opt, bool keep) {
+    auto url = parse_url(req.url);
+    if (!url.ok())
+      return url.status();
+    const Url& u = url.value();
+    std::string want = u.scheme + "://" + u.host + ":" + u.port + " " + opt.ca_file;
+    if (origin != want)
+      drop();
+    try {
+      for (int round = 0; round < 2; ++round) {
+        if (std::chrono::steady_clock::now() >= opt.deadline) {
+          drop();
+          return base::Status(base::StatusCode::kDeadlineExceeded,
+                              req.method + " " + req.url + ": no time left");
+        }
+        bool reused = !origin.empty();
+        if (!reused) {
+          base::Status st = connect(u, req, opt);
+          if (!st.ok()) {
+            drop();
+            return st;
+          }
+          origin = want;
+        }
+        Exchanged x = plain ? exchange(io, *plain, *plain, buf, u, req, opt, keep)
+                            : exchange(io, *secure, lowest(), buf, u, req, opt, keep);
+        last_used = std::chrono::steady_clock::now();
+        if (!x.response.ok() || !x.keep_alive)
+          drop();
+        // A kept connection the server closed meanwhile: once more on a new one.
+        if (!x.response.ok() && reused && !x.answered &&
+            x.response.status().code() == base::StatusCode::kUnavailable)
+          continue;
+        return std::move(x.response);
+      }
+    } catch (const std::exception& e) {
+      drop();
+      return base::Status::Unavailable(req.method + " " + req.url + ": " + e.what());
+    }
+    return base::Status::Unavailable(req.method + " " + req.url + ": connection lost");
+  }
+};
+
+Connection::Connection() : impl_(std::make_unique<Impl>()) {}
+Connection::~Connection() {
+  impl_->drop();
+}
+base::Result<Response> Connection::send(const Request& req, const Options& opt) {
+  return impl_->send(req, opt, true);
+}
+void Connection::close() {
+  impl_->drop();
+}
+bool Connection::open() const {
+  return !impl_->origin.empty();
+}
+std::chrono::steady_clock::time_point Connection::last_used() const {
+  return impl_->last_used;
+}
+
+base::Result<Response> send(const Request& req, const Options& opt) {
+  Connection::Impl one;
+  auto r = one.send(req, opt, false);
+  one.drop();
+  return r;
 }
 
 Transport& Transport::real() {
@@ -247,17 +346,26 @@ std::string basic_authorization(std::string_view user, std::string_view password
   return "Basic " + b64;
 }
 
-base::Result<HttpReply> http_call(const HttpCall& call) {
+namespace {
+
+http::Request request_of(const HttpCall& call) {
   http::Request req;
   req.method = call.method;
   req.url = call.url;
   req.headers = call.headers;
   req.body = call.body;
+  return req;
+}
+
+http::Options options_of(const HttpCall& call) {
   http::Options opt;
   opt.ca_file = call.ca_file;
   opt.max_body = call.max_body;
   opt.deadline = std::chrono::steady_clock::now() + call.timeout;
-  auto r = http::send(req, opt);
+  return opt;
+}
+
+base::Result<HttpReply> reply_of(base::Result<http::Response> r) {
   if (!r.ok())
     return r.status();
   HttpReply out;
@@ -265,6 +373,27 @@ base::Result<HttpReply> http_call(const HttpCall& call) {
   out.content_type = r.value().header("content-type");
   out.body = std::move(r.value().body);
   return out;
+}
+
+}  // namespace
+
+base::Result<HttpReply> http_call(const HttpCall& call) {
+  return reply_of(http::send(request_of(call), options_of(call)));
+}
+
+HttpSession::HttpSession() : conn_(std::make_unique<http::Connection>()) {}
+HttpSession::~HttpSession() = default;
+
+base::Result<HttpReply> HttpSession::call(const HttpCall& call) {
+  return reply_of(conn_->send(request_of(call), options_of(call)));
+}
+
+void HttpSession::close() {
+  conn_->close();
+}
+
+std::chrono::steady_clock::time_point HttpSession::last_used() const {
+  return conn_->last_used();
 }
 
 base::Result<std::string> http_get(const std::string& url, std::string_view user,

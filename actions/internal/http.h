@@ -1,10 +1,12 @@
-// http: a small blocking HTTP/1.1 client on Boost.Beast for the OpenStack actions. One
-// call = one connection (the APIs it talks to answer in milliseconds to seconds; the
-// executor runs it on a worker thread). HTTPS verifies the peer against a CA file or the
-// system store and checks the host name; there is no "insecure" switch.
+// http: a small blocking HTTP/1.1 client on Boost.Beast for the OpenStack actions and the
+// notification sender. send() is one call on one connection (the APIs it talks to answer in
+// milliseconds to seconds; the executor runs it on a worker thread); a Connection keeps one
+// open between calls to the same origin (HTTP/1.1 keep-alive). HTTPS verifies the peer against a CA
+// file or the system store and checks the host name; there is no "insecure" switch.
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -48,6 +50,30 @@ struct Options {
 // kDeadlineExceeded (kInvalidArgument: a bad URL or CA file); their messages name the
 // method and URL, never headers or bodies.
 base::Result<Response> send(const Request& req, const Options& opt);
+
+// One connection kept open between requests to the same origin (scheme, host, port and CA
+// file); a request to another origin closes it and opens one there. A request sent on a kept
+// connection that the server had closed meanwhile (the write fails, or the read ends before
+// the first byte of an answer) is sent once more on a new connection, so a caller sees the
+// failures send() would. The connection closes when the server asks (Connection: close,
+// HTTP/1.0), on any error, on close(), and on destruction. One caller at a time.
+class Connection {
+ public:
+  Connection();
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  base::Result<Response> send(const Request& req, const Options& opt);
+  void close();
+  bool open() const;
+  // When the last request on it ended (the epoch for none).
+  std::chrono::steady_clock::time_point last_used() const;
+
+ private:
+  friend base::Result<Response> send(const Request& req, const Options& opt);
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Where the OpenStack client's requests go: one request, its response or a transport
 // error (as send() above). Implementations are thread-safe. Tests give a scripted one

@@ -90,6 +90,10 @@ json::value Cursor::to_json() const {
     o["rb"] = rb;
     o["rb_item"] = item_json(rb_item);
   }
+  if (has_vnfcs0)
+    o["v0"] = vnfcs0;
+  if (!changes.empty())
+    o["rc"] = changes;
   // Outputs live in their own table (written once per state), not in the cursor, which
   // every commit rewrites.
   return o;
@@ -148,6 +152,12 @@ base::Result<Cursor> Cursor::from_json(const json::value& v) {
     }
     if (auto* outs = o.if_contains("outputs"))
       c.outputs = outs->as_object();
+    if (auto* v0 = o.if_contains("v0")) {
+      c.has_vnfcs0 = true;
+      c.vnfcs0 = v0->as_array();
+    }
+    if (auto* rc = o.if_contains("rc"))
+      c.changes = rc->as_object();
   } catch (const std::exception& e) {
     return base::Status::InvalidArgument(std::string("the stored cursor is malformed: ") +
                                          e.what());

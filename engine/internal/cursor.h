@@ -63,6 +63,12 @@ struct Cursor {
   // items, fan-out values and finished states are then stored under one secret-named key,
   // so the store seals them whole.
   bool seal_body = false;
+  // The instance's VNFCs when the operation began processing ({id, vduId, resourceId} each;
+  // has_vnfcs0 false for an operation begun before vnflow kept them), and the resource
+  // changes from them found when it last settled (SOL003 resourceChanges: affectedVnfcs).
+  bool has_vnfcs0 = false;
+  json::array vnfcs0;
+  json::object changes;
   json::object outputs;  // in memory; stored in the outputs table, not in to_json()
 
   json::value to_json() const;

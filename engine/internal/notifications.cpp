@@ -490,7 +490,7 @@ bool subscription_matches(const SubscriptionRecord& s, const NoticeRecord& n) {
 }
 
 json::object notification_body(const SubscriptionRecord& s, const NoticeRecord& n,
-                               std::string_view base_url) {
+                               std::string_view base_url, const OpRecord* op) {
   std::string_view type = notification_type(n);
   std::string base = std::string(base_url) + "/" + s.api;
   json::object o{{"id", notification_id(s, n)},
@@ -511,6 +511,16 @@ json::object notification_body(const SubscriptionRecord& s, const NoticeRecord& 
     if (n.error.is_object() &&
         (n.state == "FAILED_TEMP" || n.state == "FAILED" || n.state == "ROLLED_BACK"))
       o["error"] = op_problem(n.error);
+    if (op != nullptr && op->id == n.op_id && !kStart.count(n.state) && s.verbosity != "SHORT") {
+      json::object r = op_results(*op);
+      if (const json::value* rc = r.if_contains("resourceChanges")) {
+        if (const json::value* a = rc->get_object().if_contains("affectedVnfcs"))
+          o["affectedVnfcs"] = *a;
+      }
+      if (const json::value* ci = r.if_contains("changedInfo");
+          ci != nullptr && n.state == "COMPLETED")
+        o["changedInfo"] = *ci;
+    }
     links["vnfInstance"] = json::object{{"href", base + "/vnf_instances/" + n.instance_id}};
     links["vnfLcmOpOcc"] = json::object{{"href", base + "/vnf_lcm_op_occs/" + n.op_id}};
   } else if (type == kCreationNotification || type == kDeletionNotification) {

@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -144,9 +145,11 @@ class Tokens {
 };
 
 // One exchange with `s`'s callback (its authorization asked of `tokens`, once more with a new
-// token when an OAuth2 one is refused). OK for a 2xx answer.
+// token when an OAuth2 one is refused), on `session`'s kept connection when there is one.
+// OK for a 2xx answer.
 base::Status exchange(const SubscriptionRecord& s, const NotifyOptions& o, Tokens& tokens,
-                      const std::string& method, const std::string& body) {
+                      const std::string& method, const std::string& body,
+                      actions::HttpSession* session = nullptr) {
   for (int round = 0; round < 2; ++round) {
     auto authz = tokens.authorization(s, o, round > 0);
     if (!authz.ok())
@@ -163,7 +166,7 @@ base::Status exchange(const SubscriptionRecord& s, const NotifyOptions& o, Token
     c.ca_file = o.ca_file;
     c.max_body = 64 * 1024;
     c.timeout = o.timeout;
-    auto r = actions::http_call(c);
+    auto r = session != nullptr ? session->call(c) : actions::http_call(c);
     if (!r.ok())
       return base::Status::Unavailable(method + " " + shown(s.callback_uri) + ": no answer (" +
                                        std::string(base::to_string(r.status().code())) + ")");
@@ -235,6 +238,9 @@ struct Notifier::Impl {
   // Subscriptions not served again before a time: their store calls failed, or another
   // daemon holds them. In memory: a restart tries at once.
   std::map<std::string, std::chrono::steady_clock::time_point> held;
+  // A kept connection per subscription, used by the sender serving it (one at a time);
+  // closed after a minute unused.
+  std::map<std::string, std::unique_ptr<actions::HttpSession>> sessions;
   std::thread scheduler;
   std::vector<std::thread> senders;
   std::chrono::steady_clock::time_point last_prune, last_warning;
@@ -297,9 +303,39 @@ struct Notifier::Impl {
     work.notify_all();
     if (steady - last_prune > std::chrono::seconds(10)) {
       last_prune = steady;
+      close_idle_sessions(steady - std::chrono::minutes(1));
       if (auto p = store.prune_notices(); !p.ok())
         warn_store("cannot prune delivered notices", p.status());
     }
+  }
+
+  actions::HttpSession& session(const std::string& id) {
+    std::lock_guard<std::mutex> l(mu);
+    auto& p = sessions[id];
+    if (!p)
+      p = std::make_unique<actions::HttpSession>();
+    return *p;
+  }
+
+  // Closes the connections of subscriptions gone or unused since `before` (never one a
+  // sender is using).
+  void close_idle_sessions(std::chrono::steady_clock::time_point before) {
+    std::lock_guard<std::mutex> l(mu);
+    for (auto it = sessions.begin(); it != sessions.end();) {
+      if (busy.count(it->first) == 0 && it->second->last_used() < before)
+        it = sessions.erase(it);
+      else
+        ++it;
+    }
+  }
+
+  // Subscription `id` is gone: its token and connection too.
+  void forget(const std::string& id) {
+    tokens.forget(id);
+    std::lock_guard<std::mutex> l(mu);
+    auto it = sessions.find(id);
+    if (it != sessions.end())
+      it->second->close();
   }
 
   void sender_loop() {
@@ -346,7 +382,7 @@ struct Notifier::Impl {
     auto got = store.get_subscription(id, true);
     if (!got.ok()) {
       if (got.status().code() == base::StatusCode::kNotFound) {
-        tokens.forget(id);  // deleted meanwhile
+        forget(id);  // deleted meanwhile
       } else {
         warn_store("cannot read subscription " + id, got.status());
         hold(id, std::chrono::seconds(5));
@@ -354,14 +390,16 @@ struct Notifier::Impl {
       return false;
     }
     SubscriptionRecord s = std::move(got).value();
+    actions::HttpSession& conn = session(id);
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    bool failed = false, progressed = false;
-    for (int batch = 0; !failed && !stop_requested() && std::chrono::steady_clock::now() < until;
+    bool failed = false, progressed = false, interrupted = false;
+    for (int batch = 0;
+         !failed && !interrupted && !stop_requested() && std::chrono::steady_clock::now() < until;
          ++batch) {
       // Deleted meanwhile: nothing more is sent to it.
       if (batch > 0 &&
           store.get_subscription(id, false).status().code() == base::StatusCode::kNotFound) {
-        tokens.forget(id);
+        forget(id);
         return progressed;
       }
       auto notices = store.notices_after(s.cursor, 64);
@@ -379,8 +417,23 @@ struct Notifier::Impl {
           changed = true;
           continue;
         }
-        std::string body = json::serialize(notification_body(s, n, opt.base_url));
-        base::Status st = exchange(s, opt, tokens, "POST", body);
+        // A result's body carries the operation's changes, read from its record.
+        std::optional<OpRecord> op;
+        if (n.kind == "op" && n.state != "STARTING" && n.state != "PROCESSING" &&
+            n.state != "ROLLING_BACK") {
+          auto got_op = store.get_op(n.op_id);
+          if (got_op.ok()) {
+            op = std::move(got_op).value();
+          } else if (got_op.status().code() != base::StatusCode::kNotFound) {
+            warn_store("cannot read operation " + n.op_id, got_op.status());
+            hold(id, std::chrono::seconds(1));
+            interrupted = true;
+            break;
+          }
+        }
+        std::string body =
+            json::serialize(notification_body(s, n, opt.base_url, op ? &*op : nullptr));
+        base::Status st = exchange(s, opt, tokens, "POST", body, &conn);
         int64_t now = clock->wall_ms();
         changed = true;
         if (st.ok()) {
@@ -424,7 +477,7 @@ struct Notifier::Impl {
       if (changed) {
         base::Status st = store.record_delivery(s);
         if (st.code() == base::StatusCode::kNotFound) {
-          tokens.forget(id);
+          forget(id);
           return progressed;  // deleted meanwhile
         }
         if (!st.ok()) {

@@ -92,6 +92,63 @@ std::string workflows_interpolate(const json::value& v) {
   return v.is_string() ? std::string(v.get_string()) : json::serialize(v);
 }
 
+// The VNFCs of an instance record as resource changes compare them: SOL003's id, vduId and
+// computeResource (the record's resource_id, or its id, as the VnfInstance view shows it).
+json::array vnfc_list(const json::value& instance) {
+  json::array out;
+  const json::object* o = instance.if_object();
+  const json::value* vs = o != nullptr ? o->if_contains("vnfcs") : nullptr;
+  if (vs == nullptr || !vs->is_array())
+    return out;
+  for (const auto& v : vs->get_array()) {
+    const json::object* c = v.if_object();
+    const json::value* id = c != nullptr ? c->if_contains("id") : nullptr;
+    const json::value* vdu = c != nullptr ? c->if_contains("vdu") : nullptr;
+    if (id == nullptr || !id->is_string() || vdu == nullptr || !vdu->is_string())
+      continue;
+    const json::value* rid = c->if_contains("resource_id");
+    out.push_back(json::object{
+        {"id", *id},
+        {"vduId", *vdu},
+        {"computeResource",
+         json::object{{"resourceId", rid != nullptr && rid->is_string() ? *rid : *id}}}});
+  }
+  return out;
+}
+
+// SOL003 resourceChanges from `before` to `after` (vnfc_list's): a VNFC only in `after` was
+// ADDED, one only in `before` REMOVED, one in both on another resource MODIFIED. Empty when
+// nothing changed.
+json::object resource_changes(const json::array& before, const json::array& after) {
+  auto find = [](const json::array& list, const json::value& id) -> const json::object* {
+    for (const auto& v : list) {
+      if (v.get_object().at("id") == id)
+        return &v.get_object();
+    }
+    return nullptr;
+  };
+  json::array affected;
+  auto add = [&](const json::object& v, const char* type) {
+    json::object a = v;
+    a["changeType"] = type;
+    affected.push_back(std::move(a));
+  };
+  for (const auto& v : after) {
+    const json::object* was = find(before, v.get_object().at("id"));
+    if (was == nullptr)
+      add(v.get_object(), "ADDED");
+    else if (was->at("computeResource") != v.get_object().at("computeResource"))
+      add(v.get_object(), "MODIFIED");
+  }
+  for (const auto& v : before) {
+    if (find(after, v.get_object().at("id")) == nullptr)
+      add(v.get_object(), "REMOVED");
+  }
+  if (affected.empty())
+    return {};
+  return json::object{{"affectedVnfcs", std::move(affected)}};
+}
+
 }  // namespace
 
 json::value for_history(const json::value& v, const std::vector<std::string>& secrets) {
@@ -256,6 +313,13 @@ void Stepper::fail_temp(Run& r, const std::string& state, base::ErrorClass cls,
   event(r, "op_failed_temp", state, -1, 0, "", std::move(err));
   r.final_ = true;
   r.final_state = OpState::kFailedTemp;
+  note_changes(r);
+}
+
+void Stepper::note_changes(Run& r) {
+  if (r.c.has_vnfcs0)
+    r.c.changes = resource_changes(r.c.vnfcs0, vnfc_list(r.instance));
+  r.dirty = true;
 }
 
 void Stepper::write_instance(Run& r) {
@@ -338,6 +402,7 @@ void Stepper::step_forward(Run& r) {
         event(r, "op_completed", s.name, -1, 0, "", nullptr);
         r.final_ = true;
         r.final_state = OpState::kCompleted;
+        note_changes(r);
         return;
       case StateKind::kFail: {
         auto v = s.message.evaluate(scope(r, s, -1));
@@ -656,6 +721,7 @@ void Stepper::step_rollback(Run& r) {
   event(r, "op_rolled_back", "", -1, 0, "", nullptr);
   r.final_ = true;
   r.final_state = OpState::kRolledBack;
+  note_changes(r);
 }
 
 // Counts a re-dispatch of `it`; past the limit the item fails instead (the reason in its
@@ -719,6 +785,8 @@ std::vector<std::string> Stepper::resume(Run& r, OpState stored, int64_t now, bo
   stopping_ = stopping;
   std::vector<std::string> poisoned_states;
   if (stored == OpState::kStarting) {
+    r.c.has_vnfcs0 = true;
+    r.c.vnfcs0 = vnfc_list(r.instance);
     json::object data{{"instance", r.hist(r.instance)}};
     // An occurrence started by replay --from begins elsewhere than the machine's start.
     if (r.c.cur != r.m->start && r.c.cur >= 0 && static_cast<size_t>(r.c.cur) < r.m->states.size())

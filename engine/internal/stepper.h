@@ -106,6 +106,8 @@ class Stepper {
   void event(Run& r, std::string kind, const std::string& state, int item, int attempt,
              std::string key, json::value data);
   workflows::Scope scope(Run& r, const workflows::State& s, int item);
+  // The operation settles: its resource changes since it began (Cursor::changes).
+  void note_changes(Run& r);
   void write_instance(Run& r);
   void goto_state(Run& r, int next);
   void step_forward(Run& r);

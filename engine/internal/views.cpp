@@ -60,6 +60,26 @@ json::object op_problem(const json::value& error) {
                       {"state", e.contains("state") ? e.at("state") : json::value("")}};
 }
 
+json::object op_results(const OpRecord& op) {
+  json::object out;
+  const json::object* c = op.cursor.if_object();
+  if (const json::value* rc = c != nullptr ? c->if_contains("rc") : nullptr;
+      rc != nullptr && rc->is_object() && !rc->get_object().empty())
+    out["resourceChanges"] = *rc;
+  if (op.operation == "modify_info" && op.state == OpState::kCompleted && op.request.is_object()) {
+    json::value red = actions::redact(op.request);
+    json::object changed;
+    for (const char* k : {"vnfInstanceName", "vnfInstanceDescription", "vnfConfigurableProperties",
+                          "metadata", "extensions", "vimConnectionInfo", "vnfPkgId"}) {
+      if (const json::value* v = red.get_object().if_contains(k))
+        changed[k] = *v;
+    }
+    if (!changed.empty())
+      out["changedInfo"] = std::move(changed);
+  }
+  return out;
+}
+
 json::object op_view(const OpRecord& op) {
   json::object o{{"id", op.id},
                  {"operationState", std::string(to_string(op.state))},
@@ -80,6 +100,8 @@ json::object op_view(const OpRecord& op) {
     if (const json::value* c = op.cursor.get_object().if_contains("cur"))
       o["position"] = *c;
   }
+  for (auto& [k, v] : op_results(op))
+    o[k] = std::move(v);
   return o;
 }
 

@@ -13,6 +13,7 @@
 #include <libpq-fe.h>
 #include <unistd.h>
 
+#include "actions/actions.h"
 #include "engine/engine.h"
 #include "tosca/tosca.h"
 
@@ -363,10 +364,39 @@ TEST_CASE("notification bodies: SOL003's fields, a stable id, errors on failures
   engine::SubscriptionRecord other = s;
   other.id = "sub-2";
   CHECK(engine::notification_body(other, n, "x").at("id") != b.at("id"));
+  CHECK_FALSE(b.contains("affectedVnfcs"));
+  // A result with its operation: the VNFCs it changed; a completed modify_info's changes.
+  engine::OpRecord op;
+  op.id = "o-1";
+  op.operation = "heal";
+  op.state = engine::OpState::kFailedTemp;
+  op.cursor = json::parse(R"({"rc": {"affectedVnfcs": [{"id": "c2", "vduId": "VDU1",
+      "computeResource": {"resourceId": "c2"}, "changeType": "ADDED"}]}})");
+  json::object with = engine::notification_body(s, n, "x", &op);
+  CHECK(with.at("affectedVnfcs") == op.cursor.at("rc").at("affectedVnfcs"));
+  CHECK_FALSE(with.contains("changedInfo"));
+  engine::SubscriptionRecord terse = s;
+  terse.verbosity = "SHORT";
+  CHECK_FALSE(engine::notification_body(terse, n, "x", &op).contains("affectedVnfcs"));
+  engine::NoticeRecord mod = n;
+  mod.operation = "modify_info";
+  mod.state = "COMPLETED";
+  mod.error = nullptr;
+  op.operation = "modify_info";
+  op.state = engine::OpState::kCompleted;
+  op.cursor = json::object{};
+  op.request = json::parse(R"({"vnfInstanceName": "renamed", "metadata": {"k": 1},
+      "vimConnectionInfo": {"v": {"accessInfo": {"password": "hunter2"}}}})");
+  json::object m = engine::notification_body(s, mod, "x", &op);
+  CHECK(m.at("changedInfo").at("vnfInstanceName") == "renamed");
+  CHECK(m.at("changedInfo").at("metadata") == json::parse(R"({"k": 1})"));
+  CHECK(json::serialize(m).find("hunter2") == std::string::npos);
+  CHECK_FALSE(m.contains("affectedVnfcs"));
   n.state = "PROCESSING";
-  json::object p = engine::notification_body(s, n, "x");
+  json::object p = engine::notification_body(s, n, "x", &op);
   CHECK(p.at("notificationStatus") == "START");
   CHECK_FALSE(p.contains("error"));
+  CHECK_FALSE(p.contains("affectedVnfcs"));
   n.kind = "package_deleted";
   n.package_id = "p-1";
   s.api = "vnfpkgm/v1";
@@ -486,6 +516,7 @@ TEST_CASE("the sender: in order, retried with backoff, failing after the window,
   auto rec = [&] { return db.store->get_subscription(sub.id, false).value(); };
   REQUIRE(eventually([&] { return rec().delivered == 1 && rec().backlog == 0; }));
   CHECK(json::parse(bodies()[0]).at("notificationType") == "VnfIdentifierCreationNotification");
+  int connections = cb.connections.load();
 
   // The receiver fails: each attempt waits for its backoff on the (manual) clock.
   cb.status = 500;
@@ -511,5 +542,57 @@ TEST_CASE("the sender: in order, retried with backoff, failing after the window,
   REQUIRE(eventually([&] { return bodies().size() == 2; }));
   REQUIRE(eventually([&] { return !rec().failing && rec().attempts == 0; }));
   CHECK(json::parse(bodies()[1]).at("operationState") == "STARTING");
+  // Every attempt went over the connection kept since the first delivery.
+  CHECK(cb.connections.load() == connections);
   n.stop();
+}
+
+TEST_CASE("kept connections: reused, renewed when the server closed them, one per origin") {
+  vnflow_test::CallbackServer a, b;
+  actions::HttpSession s;
+  auto post = [&](const vnflow_test::CallbackServer& to) {
+    actions::HttpCall c;
+    c.method = "POST";
+    c.url = to.uri();
+    c.body = "{}";
+    c.timeout = std::chrono::milliseconds(5000);
+    auto r = s.call(c);
+    return r.ok() ? r.value().status : -1;
+  };
+  for (int i = 0; i < 5; ++i)
+    CHECK(post(a) == 204);
+  CHECK(a.connections.load() == 1);
+  // A server that closes after each answer, saying so or not: every call still succeeds,
+  // each after the first on a new connection (a silently closed one is found dead when
+  // used, and the call sent again).
+  a.keep_alive = false;
+  for (int i = 0; i < 3; ++i)
+    CHECK(post(a) == 204);
+  CHECK(a.connections.load() == 3);
+  a.keep_alive = true;
+  a.close_silently = true;
+  for (int i = 0; i < 3; ++i)
+    CHECK(post(a) == 204);
+  CHECK(a.connections.load() == 6);
+  CHECK(a.posts.load() == 11);
+  // Another origin: the kept connection moves there, and back.
+  a.close_silently = false;
+  CHECK(post(b) == 204);
+  CHECK(post(a) == 204);
+  CHECK(post(a) == 204);
+  CHECK(b.connections.load() == 1);
+  CHECK(a.connections.load() == 7);
+  // A server gone: an error, not a hang; the session serves again afterwards.
+  std::string gone;
+  {
+    vnflow_test::CallbackServer c;
+    gone = c.uri();
+    CHECK(post(c) == 204);
+  }
+  actions::HttpCall c;
+  c.url = gone;
+  c.timeout = std::chrono::milliseconds(2000);
+  auto r = s.call(c);
+  CHECK_FALSE(r.ok());
+  CHECK(post(a) == 204);
 }

@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
+#include "engine/engine.h"
 #include "workflows/workflows.h"
 
 namespace json = boost::json;
@@ -204,4 +205,63 @@ TEST_CASE("stepper: history values are cut once (for_history is idempotent)") {
   CHECK(once == twice);
   CHECK(once.at("password") == "***");
   CHECK(once.at("out").as_string().ends_with("...(10000 bytes)"));
+}
+
+TEST_CASE("stepper: a settled operation's resource changes: VNFCs added, removed, moved") {
+  // The instance starts with c1 (on r1) and c2; the operation leaves c1 on another resource,
+  // drops c2 and adds c3.
+  auto m = machine(R"(
+start: set
+states:
+  set:
+    action: instance.update
+    with:
+      set:
+        vnfcs:
+          - {id: c1, vdu: VDU1, resource_id: r9}
+          - {id: c3, vdu: VDU2}
+    next: done
+  done:
+    succeed: true
+)");
+  Stepper st = stepper();
+  Run r = run_of(m);
+  r.instance = json::parse(R"({"id": "inst-1", "vnfcs": [
+      {"id": "c1", "vdu": "VDU1", "resource_id": "r1"}, {"id": "c2", "vdu": "VDU1"}]})");
+  st.resume(r, OpState::kStarting, 1000, false);
+  st.advance(r, 1000, false);
+  take(r);
+  REQUIRE(r.final_);
+  REQUIRE(r.final_state == OpState::kCompleted);
+  auto c = engine::Cursor::from_json(r.c.to_json());  // as stored
+  REQUIRE(c.ok());
+  CHECK(json::value(c.value().changes) == json::parse(R"({"affectedVnfcs": [
+      {"id": "c1", "vduId": "VDU1", "computeResource": {"resourceId": "r9"},
+       "changeType": "MODIFIED"},
+      {"id": "c3", "vduId": "VDU2", "computeResource": {"resourceId": "c3"},
+       "changeType": "ADDED"},
+      {"id": "c2", "vduId": "VDU1", "computeResource": {"resourceId": "c2"},
+       "changeType": "REMOVED"}]})"));
+  // What the operation occurrence shows (SOL003 VnfLcmOpOcc.resourceChanges).
+  engine::OpRecord op;
+  op.id = r.id;
+  op.operation = "instantiate";
+  op.state = OpState::kCompleted;
+  op.cursor = r.c.to_json();
+  CHECK(engine::op_view(op).at("resourceChanges") == json::value(c.value().changes));
+
+  // An operation that changes no VNFC has none.
+  Run same = run_of(machine(R"(
+start: done
+states:
+  done:
+    succeed: true
+)"));
+  same.instance = r.instance;
+  st.resume(same, OpState::kStarting, 1000, false);
+  st.advance(same, 1000, false);
+  REQUIRE(same.final_);
+  CHECK(same.c.changes.empty());
+  op.cursor = same.c.to_json();
+  CHECK_FALSE(engine::op_view(op).contains("resourceChanges"));
 }
