@@ -69,6 +69,8 @@ struct ServerOptions {
   uint16_t port = 9890;
   AuthMode auth = AuthMode::kStatic;
   Credentials credentials;
+  // Where `credentials` came from: Server::reload() reads it again ("" nothing to read).
+  std::string auth_file;
   KeystoneOptions keystone;
   TlsOptions tls;
   size_t body_limit = 1 << 20;           // bytes; a larger request body gets 413
@@ -128,6 +130,11 @@ class Server {
   uint16_t port() const;  // the bound port (port 0 in the options: the one chosen)
   // Closes the listener and every connection, joins the threads.
   void stop();
+  // Reads the credentials file (ServerOptions::auth_file) and the TLS certificate and key
+  // again, as checked at start (a SIGHUP to the daemon): requests and connections from then
+  // on use them; those under way finish with the old. All or nothing: an error names the
+  // file and changes nothing. Any thread.
+  base::Status reload();
 
   struct Impl;
 

@@ -988,6 +988,7 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
       if (!c.ok())
         return usage_error(spec, c.status().message());
       ao->credentials = std::move(c).value();
+      ao->auth_file = o.get("--auth-file");
     }
     if (keystone) {
       ao->auth = api::AuthMode::kKeystone;
@@ -1074,16 +1075,42 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
     ao->notify = std::make_shared<const engine::NotifyOptions>(d.notify);
   d.db_path = db_path(o);
   d.work_dir = o.get("--work-dir");
+  // SIGHUP: the API reads its credentials file and TLS files again (the server is set
+  // while it serves; the signal thread may call this at any time before the daemon ends).
+  struct Reloadable {
+    std::mutex mu;
+    api::Server* server = nullptr;
+  };
+  auto reloadable = std::make_shared<Reloadable>();
+  d.on_reload = [reloadable] {
+    std::lock_guard<std::mutex> l(reloadable->mu);
+    if (reloadable->server == nullptr) {
+      spdlog::info("nothing to reload: no REST API is served");
+      return;
+    }
+    if (base::Status s = reloadable->server->reload(); !s.ok())
+      spdlog::error("reload refused, the API goes on as it was: {}", s.message());
+  };
   engine::Daemon daemon(std::move(d));
   if (base::Status s = daemon.start(); !s.ok())
     return fail(s);
   std::optional<api::Server> server, metrics_server;
+  // Gone before the server, on every way out.
+  struct Unset {
+    std::shared_ptr<Reloadable> r;
+    ~Unset() {
+      std::lock_guard<std::mutex> l(r->mu);
+      r->server = nullptr;
+    }
+  } unset{reloadable};
   if (ao) {
     ao->on_queued = [&daemon] { daemon.wake(); };
     ao->metrics = &daemon.metrics();
     server.emplace(*daemon.store(), std::move(*ao));
     if (base::Status s = server->start(); !s.ok())
       return fail(s);
+    std::lock_guard<std::mutex> l(reloadable->mu);
+    reloadable->server = &*server;
   }
   if (mo) {
     mo->metrics = &daemon.metrics();
@@ -1094,6 +1121,10 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
   engine::notify_service("READY=1\nSTATUS=running the operations of " +
                          engine::display_db(daemon.options().db_path));
   daemon.run();
+  {
+    std::lock_guard<std::mutex> l(reloadable->mu);
+    reloadable->server = nullptr;  // stopping: a late SIGHUP reloads nothing
+  }
   if (server)
     server->stop();
   if (metrics_server)

@@ -781,13 +781,16 @@ struct DaemonOptions {
   EngineOptions engine;  // its work_root and owner are set by the daemon
   NotifyOptions notify;  // the notification sender's (Notifier)
   actions::Registry registry = actions::Registry::standard();
+  // Called on SIGHUP (on the signal thread): what the daemon's owner can read again (the
+  // REST API's credentials file and TLS files). Operations go on meanwhile.
+  std::function<void()> on_reload;
 };
 
 // One daemon on one database, for the CLI and a REST API alike. start(): not dumpable
 // (hooks running as the daemon's user cannot read its memory: the key, VIM secrets), the
-// hook user checked, SIGTERM, SIGINT and SIGHUP caught (the first drains: running steps
-// finish and are recorded, no new step starts; a second stops at once), the database
-// checked, locked (flock on its inode, tried again for 3 s: a forked child of a daemon
+// hook user checked, SIGTERM and SIGINT caught (the first drains: running steps finish and
+// are recorded, no new step starts; a second stops at once), SIGHUP caught (on_reload), the
+// database checked, locked (flock on its inode, tried again for 3 s: a forked child of a daemon
 // killed a moment ago may hold it) and opened, the Engine prepared. run() runs until a
 // signal or stop(). Signals are caught from start() to the destructor.
 class Daemon {

@@ -321,22 +321,27 @@ struct Authenticator::Keystone {
           service_expires > Clock::now() + std::chrono::seconds(30))
         return service_token;
     }
-    json::object domain{{"name", cred.domain}};
+    Credentials own;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      own = cred;
+    }
+    json::object domain{{"name", own.domain}};
     json::object auth{
         {"identity",
          json::object{
              {"methods", json::array{"password"}},
-             {"password", json::object{{"user", json::object{{"name", cred.user},
+             {"password", json::object{{"user", json::object{{"name", own.user},
                                                              {"domain", domain},
-                                                             {"password", cred.password}}}}}}},
+                                                             {"password", own.password}}}}}}},
         {"scope",
-         json::object{{"project", json::object{{"name", cred.project}, {"domain", domain}}}}}};
+         json::object{{"project", json::object{{"name", own.project}, {"domain", domain}}}}}};
     auto r = call(url, opt, http::verb::post, url.path + "/auth/tokens", {},
                   json::serialize(json::object{{"auth", std::move(auth)}}));
     if (!r.ok())
       return r.status();
     if (r.value().status != 201 || r.value().subject_token.empty())
-      return base::Status::Unavailable("Keystone refused the service user \"" + cred.user +
+      return base::Status::Unavailable("Keystone refused the service user \"" + own.user +
                                        "\" (HTTP " + std::to_string(r.value().status) + ")");
     auto info = judge_token(r.value().body, KeystoneOptions{});
     std::lock_guard<std::mutex> lock(mu);
@@ -407,6 +412,7 @@ std::optional<Verdict> Authenticator::quick(std::string_view x_auth_token,
     return Verdict::kAllowed;
   if (mode_ == AuthMode::kStatic) {
     bool ok = false;
+    std::lock_guard<std::mutex> lock(static_mu_);
     for (const auto& t : tokens_) {
       ok |= !x_auth_token.empty() && same(x_auth_token, t);
       ok |= authorization.size() > 7 && authorization.substr(0, 7) == "Bearer " &&
@@ -432,6 +438,27 @@ Verdict Authenticator::check(std::string_view x_auth_token, std::string_view aut
   if (auto v = quick(x_auth_token, authorization))
     return *v;
   return keystone_->ask(std::string(x_auth_token));
+}
+
+base::Status Authenticator::set_credentials(const Credentials& c) {
+  if (mode_ == AuthMode::kStatic) {
+    if (c.tokens.empty() && c.basic.empty())
+      return base::Status::InvalidArgument("the credentials file holds no token or basic line");
+    std::vector<std::string> tokens(c.tokens), basic;
+    for (const auto& [u, p] : c.basic)
+      basic.push_back(base64(u + ":" + p));
+    std::lock_guard<std::mutex> lock(static_mu_);
+    tokens_ = std::move(tokens);
+    basic_ = std::move(basic);
+  } else if (mode_ == AuthMode::kKeystone) {
+    if (c.user.empty() || c.password.empty() || c.project.empty())
+      return base::Status::InvalidArgument(
+          "the credentials file lacks the Keystone service user (user, password, project)");
+    std::lock_guard<std::mutex> lock(keystone_->mu);
+    keystone_->cred = c;
+    keystone_->service_token.clear();  // asked for again as the new user
+  }
+  return base::Status::Ok();
 }
 
 std::string Authenticator::describe() const {

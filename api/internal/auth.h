@@ -48,11 +48,16 @@ class Authenticator {
   // when the service's own token must be renewed). Thread-safe.
   Verdict check(std::string_view x_auth_token, std::string_view authorization);
   std::string describe() const;  // for the log: the mode and Keystone's URL
+  // New credentials (a reload of the credentials file): the static ones, or Keystone's
+  // service user (its token fetched again). Refused, changing nothing, when the mode
+  // needs what `c` lacks. Thread-safe.
+  base::Status set_credentials(const Credentials& c);
 
   struct Keystone;
 
  private:
   AuthMode mode_;
+  mutable std::mutex static_mu_;  // guards tokens_ and basic_
   std::vector<std::string> tokens_;
   std::vector<std::string> basic_;  // base64 of user:password
   std::unique_ptr<Keystone> keystone_;

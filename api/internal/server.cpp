@@ -191,7 +191,10 @@ struct Server::Impl {
   uint16_t bound_port = 0;
   std::string scheme = "http";
   std::string base_url;
-  std::optional<net::ssl::context> tls;  // HTTPS when set
+  // HTTPS when set. Swapped by reload() (under tls_mu); a connection's TLS state holds its
+  // own reference to the context it began with.
+  std::mutex tls_mu;
+  std::shared_ptr<net::ssl::context> tls;
   // Keystone questions run here, not on the server's threads.
   std::optional<net::thread_pool> auth_pool;
   net::io_context ioc;
@@ -511,26 +514,40 @@ void open_session(Server::Impl& srv, Args&&... args) {
 
 }  // namespace
 
-base::Status Server::Impl::load_tls() {
-  if (opt.tls.cert_file.empty())
-    return base::Status::Ok();
-  tls.emplace(net::ssl::context::tls_server);
+namespace {
+
+// The server's TLS context from the certificate chain and key files.
+base::Result<std::shared_ptr<net::ssl::context>> make_tls(const TlsOptions& o) {
+  auto tls = std::make_shared<net::ssl::context>(net::ssl::context::tls_server);
   tls->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
                    net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
                    net::ssl::context::no_tlsv1_1 | net::ssl::context::single_dh_use);
   boost::system::error_code ec;
-  tls->use_certificate_chain_file(opt.tls.cert_file, ec);
+  tls->use_certificate_chain_file(o.cert_file, ec);
   if (ec)
-    return base::Status::InvalidArgument("--tls-cert " + opt.tls.cert_file +
+    return base::Status::InvalidArgument("--tls-cert " + o.cert_file +
                                          ": not a PEM certificate chain (" + ec.message() + ")");
-  tls->use_private_key_file(opt.tls.key_file, net::ssl::context::pem, ec);
+  tls->use_private_key_file(o.key_file, net::ssl::context::pem, ec);
   if (ec)
-    return base::Status::InvalidArgument("--tls-key " + opt.tls.key_file +
+    return base::Status::InvalidArgument("--tls-key " + o.key_file +
                                          ": not a PEM private key for the certificate (" +
                                          ec.message() + ")");
   if (SSL_CTX_check_private_key(tls->native_handle()) != 1)
-    return base::Status::InvalidArgument("--tls-key " + opt.tls.key_file +
-                                         " does not match the certificate " + opt.tls.cert_file);
+    return base::Status::InvalidArgument("--tls-key " + o.key_file +
+                                         " does not match the certificate " + o.cert_file);
+  return tls;
+}
+
+}  // namespace
+
+base::Status Server::Impl::load_tls() {
+  if (opt.tls.cert_file.empty())
+    return base::Status::Ok();
+  auto t = make_tls(opt.tls);
+  if (!t.ok())
+    return t.status();
+  std::lock_guard<std::mutex> l(tls_mu);
+  tls = std::move(t).value();
   scheme = "https";
   return base::Status::Ok();
 }
@@ -540,8 +557,13 @@ void Server::Impl::accept() {
     if (ec == net::error::operation_aborted || !acceptor->is_open())
       return;
     if (!ec) {
-      if (tls)
-        open_session<TlsStream>(*this, std::move(s), *tls);
+      std::shared_ptr<net::ssl::context> t;
+      {
+        std::lock_guard<std::mutex> l(tls_mu);
+        t = tls;
+      }
+      if (t)
+        open_session<TlsStream>(*this, std::move(s), *t);
       else
         open_session<beast::tcp_stream>(*this, std::move(s));
     }
@@ -591,6 +613,41 @@ base::Status Server::start() {
                  i.base_url);
   else
     spdlog::info("api: listening on {} (auth {})", i.base_url, i.auth.describe());
+  return base::Status::Ok();
+}
+
+base::Status Server::reload() {
+  Impl& i = *impl_;
+  if (i.opt.metrics_only)
+    return base::Status::Ok();
+  std::optional<Credentials> cred;
+  if (!i.opt.auth_file.empty() && i.opt.auth != AuthMode::kNone) {
+    auto c = load_auth_file(i.opt.auth_file);
+    if (!c.ok())
+      return c.status();
+    cred = std::move(c).value();
+  }
+  std::shared_ptr<net::ssl::context> tls;
+  if (!i.opt.tls.cert_file.empty()) {
+    if (base::Status s = check_secret_file(i.opt.tls.key_file, "the TLS key"); !s.ok())
+      return s;
+    auto t = make_tls(i.opt.tls);
+    if (!t.ok())
+      return t.status();
+    tls = std::move(t).value();
+  }
+  if (cred) {
+    if (base::Status s = i.auth.set_credentials(*cred); !s.ok())
+      return base::Status::InvalidArgument(i.opt.auth_file + ": " + s.message());
+  }
+  if (tls) {
+    std::lock_guard<std::mutex> l(i.tls_mu);
+    i.tls = std::move(tls);
+  }
+  spdlog::info("api: reloaded{}{}", cred ? " the credentials file" : "",
+               i.opt.tls.cert_file.empty()
+                   ? ""
+                   : (cred ? " and the TLS certificate and key" : " the TLS certificate and key"));
   return base::Status::Ok();
 }
 

@@ -396,6 +396,11 @@ struct Daemon::Impl {
     signals.async_wait([this](const boost::system::error_code& ec, int sig) {
       if (ec)
         return;
+      if (sig == SIGHUP) {
+        reload();
+        wait_signal();
+        return;
+      }
       int n = ++signals_seen;
       spdlog::info(
           "signal {}: {}", sig,
@@ -406,6 +411,18 @@ struct Daemon::Impl {
         e->stop(n == 1);
       wait_signal();
     });
+  }
+
+  // SIGHUP: the owner's reload, told to the service manager (systemd's ExecReload).
+  void reload() {
+    if (!opt.on_reload) {
+      spdlog::info("signal {}: nothing to reload", SIGHUP);
+      return;
+    }
+    spdlog::info("signal {}: reloading", SIGHUP);
+    notify_service("RELOADING=1\nSTATUS=reloading");
+    opt.on_reload();
+    notify_service("READY=1\nSTATUS=running the operations of " + display_db(opt.db_path));
   }
 
   // Locks the database file itself (flock on its inode; flock does not touch SQLite's POSIX

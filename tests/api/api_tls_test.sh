@@ -8,6 +8,8 @@
 #     list/terminate/delete`; Version 2.0.0 required (400 without, 406 with 1.3.0) and sent.
 #   - cancel: an instantiate held in a step (its configure reads a FIFO) is cancelled
 #     (202), stops short of COMPLETED once the step returns; a second cancel is 409.
+#   - SIGHUP: a credentials file others can read is refused (the old token serves on); a
+#     new token and a certificate from another CA are then served, the old ones not.
 #   tests/api/api_tls_test.sh VNFLOW_BINARY SOURCE_ROOT
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -211,6 +213,41 @@ is_code "no cancel in v2" 404
 check_exit "openstack vnflcm op cancel of a stopped operation fails" 1 osc vnflcm op cancel "$op"
 has "... with the engine's reason" "$T_ERR" 'STARTING or PROCESSING'
 hasnt "the token is not logged" "$T_DIR/daemon.log" -F "$token"
+
+# --- SIGHUP: the credentials file and the TLS files read again; nothing else stops
+(
+  cd "$T_DIR" || exit 1
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca2.key -out ca2.pem -days 2 -subj /CN=test-ca-2
+  openssl req -newkey rsa:2048 -nodes -keyout server2.key -out server2.csr -subj /CN=127.0.0.1
+  openssl x509 -req -in server2.csr -CA ca2.pem -CAkey ca2.key -CAcreateserial -out server2.pem \
+    -days 2 -extfile ext.cnf
+) >>"$T_DIR/openssl.log" 2>&1 || die "openssl could not make the second certificate"
+old_token=$token
+token=t2-$RANDOM$RANDOM$RANDOM
+list_with() {  # list_with CA TOKEN: the status of a list over HTTPS trusting CA
+  curl -s --cacert "$1" -o /dev/null -w '%{http_code}' -H "X-Auth-Token: $2" "$ep/vnflcm/v1/vnf_instances"
+}
+# A credentials file others may read is refused: the old credentials stay.
+printf 'token %s\n' "$token" >"$T_DIR/auth"
+chmod 644 "$T_DIR/auth"
+kill -HUP "$daemon_pid"
+check "a reload with a credentials file others can read is refused" \
+  wait_until 10 grep -q 'reload refused' "$T_DIR/daemon.log"
+check "... the old token still serves" test "$(list_with "$T_DIR/ca.pem" "$old_token")" = 200
+check "... the daemon runs on" kill -0 "$daemon_pid"
+# New credentials and a new certificate, in place.
+chmod 600 "$T_DIR/auth"
+cp "$T_DIR/server2.pem" "$T_DIR/server.pem"
+cp "$T_DIR/server2.key" "$T_DIR/server.key"
+chmod 600 "$T_DIR/server.key"
+kill -HUP "$daemon_pid"
+check "SIGHUP reloads the credentials and the certificate" \
+  wait_until 10 grep -q 'api: reloaded the credentials file and the TLS certificate and key' "$T_DIR/daemon.log"
+check "... the new certificate (another CA) and the new token serve" \
+  test "$(list_with "$T_DIR/ca2.pem" "$token")" = 200
+check "... the old token no longer does" test "$(list_with "$T_DIR/ca2.pem" "$old_token")" = 401
+check_not "... nor does the old CA" curl -sS -o /dev/null --cacert "$T_DIR/ca.pem" "$ep/vnflcm/v1/api_versions"
+hasnt "... no token in the log" "$T_DIR/daemon.log" -F "$token"
 
 kill -TERM "$daemon_pid"
 wait_pid "$daemon_pid" 30

@@ -355,7 +355,7 @@ TEST_CASE("a database folder others can write is refused before anything is open
   CHECK_FALSE(fs::exists(open_dir / "v.db"));
 }
 
-TEST_CASE("a daemon drains on its first signal: run() returns, the lock is released") {
+TEST_CASE("a daemon reloads on SIGHUP and drains on SIGTERM: run() returns, the lock released") {
   TempDb db;
   std::string path = db.tdb.target;
   db.store.reset();
@@ -363,6 +363,8 @@ TEST_CASE("a daemon drains on its first signal: run() returns, the lock is relea
   o.db_path = path;
   o.engine.workers = 1;
   o.engine.poll = std::chrono::milliseconds(10);
+  std::atomic<int> reloads{0};
+  o.on_reload = [&reloads] { ++reloads; };
   {
     engine::Daemon d(o);
     REQUIRE(d.start().ok());
@@ -373,7 +375,15 @@ TEST_CASE("a daemon drains on its first signal: run() returns, the lock is relea
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     CHECK_FALSE(returned);
-    ::kill(::getpid(), SIGHUP);  // caught by the daemon, not the end of this test
+    // SIGHUP (caught by the daemon, not the end of this test): the owner's reload, and the
+    // daemon goes on.
+    ::kill(::getpid(), SIGHUP);
+    for (int i = 0; i < 500 && reloads.load() == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    CHECK(reloads.load() == 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK_FALSE(returned);
+    ::kill(::getpid(), SIGTERM);
     for (int i = 0; i < 500 && !returned; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     CHECK(returned);
