@@ -19,6 +19,7 @@
 // Threading: a Registry is immutable once built; actions are reentrant.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -209,6 +210,16 @@ base::Result<std::string> http_get(const std::string& url, std::string_view user
                                    std::string_view password, size_t max_body,
                                    std::chrono::milliseconds timeout);
 
+// A network an HTTP call may connect to: an address and a prefix length ("10.0.0.0/8",
+// "fd00::/8"; an address alone is the one host). A peer at an IPv4-mapped IPv6 address
+// counts as the IPv4 one; an IPv6 network holds IPv6 peers only.
+struct Network {
+  std::array<unsigned char, 16> bytes{};  // IPv4 in the first 4
+  int prefix = 0;
+  bool v6 = false;
+};
+base::Result<Network> parse_network(std::string_view text);
+
 // One exchange with the same client: any method, headers and body; the answer's status and
 // body (at most `max_body` bytes) whatever the status. Transport failures as http_get's.
 struct HttpCall {
@@ -219,6 +230,9 @@ struct HttpCall {
   std::string ca_file;  // an https server's CA ("" the system's)
   size_t max_body = 1 << 20;
   std::chrono::milliseconds timeout{10000};
+  // Empty: any address. Else the host's resolved addresses outside these are not
+  // connected to; none left is kPermissionDenied, and nothing is sent.
+  std::vector<Network> allow;
 };
 struct HttpReply {
   int status = 0;

@@ -312,6 +312,8 @@ const CommandSpec& daemon_command() {
           "  --notify-backoff-max-ms N  the longest wait between two attempts (default\n"
           "                      60000; they start at 1000 and double)\n"
           "  --notify-cacert F   the CA of https callbacks (default: the system's)\n"
+          "  --notify-allow NETS  callbacks and token endpoints only in these networks\n"
+          "                      (CIDR,CIDR...; default: anywhere); others are not contacted\n"
           "  --public-url URL    where notifications' links point (default: the API's\n"
           "                      http(s)://ADDR:PORT)\n"
           "\n"
@@ -350,6 +352,7 @@ const CommandSpec& daemon_command() {
        "--notify-retry-s",
        "--notify-backoff-max-ms",
        "--notify-cacert",
+       "--notify-allow",
        "--public-url",
        "--listen",
        "--auth",
@@ -1055,6 +1058,17 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
     d.notify.backoff_min = std::min(d.notify.backoff_min, d.notify.backoff_max);
   }
   d.notify.ca_file = o.get("--notify-cacert");
+  if (o.has("--notify-allow")) {
+    const std::string& list = o.get("--notify-allow");
+    for (size_t at = 0; at <= list.size() && d.notify.allow.size() < 256;) {
+      size_t comma = std::min(list.find(',', at), list.size());
+      auto n = actions::parse_network(std::string_view(list).substr(at, comma - at));
+      if (!n.ok())
+        return usage_error(spec, "--notify-allow: " + n.status().message());
+      d.notify.allow.push_back(n.value());
+      at = comma + 1;
+    }
+  }
   if (o.has("--public-url")) {
     const std::string& u = o.get("--public-url");
     bool plain = std::all_of(u.begin(), u.end(), [](char ch) {

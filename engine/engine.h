@@ -650,6 +650,10 @@ struct NotifyOptions {
   std::chrono::milliseconds backoff_min{1000}, backoff_max{60000};
   std::string base_url;  // the REST API's URL, where a notification's _links point
   std::string ca_file;   // an https callback's CA ("" the system's)
+  // Where callbacks and token endpoints may be (--notify-allow): empty, anywhere; else a
+  // host resolving outside these networks is not contacted (its test fails, its deliveries
+  // fail), so a subscriber cannot make the daemon reach the rest of its network.
+  std::vector<actions::Network> allow;
   int senders = 4;       // subscriptions delivered to at once (a slow one holds one sender)
   std::chrono::milliseconds poll{100};  // how often commits of other processes are looked for
   // Who sends (the daemon's name): on a shared store each subscription is claimed by one

@@ -169,6 +169,33 @@ Exchanged exchange(asio::io_context& io, Stream& stream, beast::tcp_stream& lowe
   return out;
 }
 
+// Whether `a` is in one of `allow` (empty: any).
+bool allowed(const std::vector<Network>& allow, asio::ip::address a) {
+  if (allow.empty())
+    return true;
+  if (a.is_v6() && a.to_v6().is_v4_mapped())
+    a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
+  std::array<unsigned char, 16> bytes{};
+  if (a.is_v4()) {
+    auto b = a.to_v4().to_bytes();
+    std::copy(b.begin(), b.end(), bytes.begin());
+  } else {
+    bytes = a.to_v6().to_bytes();
+  }
+  for (const Network& n : allow) {
+    if (n.v6 != a.is_v6())
+      continue;
+    int full = n.prefix / 8, rest = n.prefix % 8;
+    if (!std::equal(bytes.begin(), bytes.begin() + full, n.bytes.begin()))
+      continue;
+    auto mask = static_cast<unsigned char>(0xff << (8 - rest));
+    if (rest == 0 ||
+        (bytes[static_cast<size_t>(full)] & mask) == (n.bytes[static_cast<size_t>(full)] & mask))
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 struct Connection::Impl {
@@ -219,7 +246,15 @@ struct Connection::Impl {
     }
     if (lookup->ec)
       return transport_error(req, "resolve", lookup->ec);
-    const tcp::resolver::results_type& endpoints = lookup->endpoints;
+    std::vector<tcp::endpoint> endpoints;
+    for (const auto& e : lookup->endpoints) {
+      if (allowed(opt.allow, e.endpoint().address()))
+        endpoints.push_back(e.endpoint());
+    }
+    if (endpoints.empty())
+      return base::Status(base::StatusCode::kPermissionDenied,
+                          req.method + " " + req.url + ": the address of " + u.host +
+                              " is outside the networks allowed");
 
     if (u.scheme == "http") {
       plain = std::make_unique<beast::tcp_stream>(io);
@@ -262,6 +297,13 @@ struct Connection::Impl {
     std::string want = u.scheme + "://" + u.host + ":" + u.port + " " + opt.ca_file;
     if (origin != want)
       drop();
+    // A kept connection serves only a caller that may reach its peer.
+    if (!origin.empty() && !opt.allow.empty()) {
+      beast::error_code ec;
+      auto peer = lowest().socket().remote_endpoint(ec);
+      if (ec || !allowed(opt.allow, peer.address()))
+        drop();
+    }
     try {
       for (int round = 0; round < 2; ++round) {
         if (std::chrono::steady_clock::now() >= opt.deadline) {
@@ -362,6 +404,7 @@ http::Options options_of(const HttpCall& call) {
   opt.ca_file = call.ca_file;
   opt.max_body = call.max_body;
   opt.deadline = std::chrono::steady_clock::now() + call.timeout;
+  opt.allow = call.allow;
   return opt;
 }
 
@@ -376,6 +419,41 @@ base::Result<HttpReply> reply_of(base::Result<http::Response> r) {
 }
 
 }  // namespace
+
+base::Result<Network> parse_network(std::string_view text) {
+  auto bad = [&] {
+    return base::Status::InvalidArgument("\"" + base::printable(std::string(text.substr(0, 80))) +
+                                         "\" is not a network (ADDRESS or ADDRESS/PREFIX)");
+  };
+  std::string_view addr = text, len;
+  if (size_t slash = text.find('/'); slash != std::string_view::npos) {
+    addr = text.substr(0, slash);
+    len = text.substr(slash + 1);
+  }
+  boost::system::error_code ec;
+  auto a = boost::asio::ip::make_address(std::string(addr), ec);
+  if (ec)
+    return bad();
+  Network n;
+  n.v6 = a.is_v6();
+  if (n.v6) {
+    n.bytes = a.to_v6().to_bytes();
+  } else {
+    auto b = a.to_v4().to_bytes();
+    std::copy(b.begin(), b.end(), n.bytes.begin());
+  }
+  int max = n.v6 ? 128 : 32;
+  n.prefix = max;
+  if (!len.empty() || addr.size() != text.size()) {
+    if (len.empty() || len.size() > 3 ||
+        !std::all_of(len.begin(), len.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return bad();
+    n.prefix = std::stoi(std::string(len));
+    if (n.prefix > max)
+      return bad();
+  }
+  return n;
+}
 
 base::Result<HttpReply> http_call(const HttpCall& call) {
   return reply_of(http::send(request_of(call), options_of(call)));

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "actions/actions.h"
 #include "base/base.h"
 
 namespace actions::http {
@@ -44,6 +45,9 @@ struct Options {
   std::string ca_file;  // PEM bundle; empty = the system's default paths
   std::chrono::steady_clock::time_point deadline;
   size_t max_body = 64u << 20;  // a larger answer is an error, not an allocation
+  // Empty: any address; else only those in these networks are connected to (none left:
+  // kPermissionDenied before any connection).
+  std::vector<Network> allow;
 };
 
 // Transport failures come back as kUnavailable (refused, reset, TLS, DNS) or

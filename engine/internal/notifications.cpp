@@ -2,6 +2,7 @@
 // subscription hears of, and the notification bodies (docs/notifications.md). Pure rules;
 // the sender is notifier.cpp, the notices are written by the stores.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <initializer_list>
 #include <map>
@@ -17,6 +18,25 @@
 namespace engine {
 
 namespace {
+
+// Whether an http(s) URI's host is this machine's loopback (localhost, 127.0.0.0/8, ::1).
+bool loopback_host(std::string_view uri) {
+  std::string_view rest = uri.substr(uri.find("://") + 3);
+  std::string_view host = rest.substr(0, rest.find_first_of("/?#"));
+  if (!host.empty() && host.front() == '[') {
+    host = host.substr(1, host.find(']') - 1);
+  } else if (size_t colon = host.rfind(':'); colon != std::string_view::npos) {
+    host = host.substr(0, colon);
+  }
+  if (host == "localhost")
+    return true;
+  auto n = actions::parse_network(host);
+  if (!n.ok())
+    return false;
+  static const std::array<unsigned char, 16> kV6Loopback = {0, 0, 0, 0, 0, 0, 0, 0,
+                                                            0, 0, 0, 0, 0, 0, 0, 1};
+  return n.value().v6 ? n.value().bytes == kV6Loopback : n.value().bytes[0] == 127;
+}
 
 constexpr size_t kMaxUriBytes = 2048;
 constexpr size_t kMaxListEntries = 256;
@@ -200,28 +220,37 @@ class Checker {
   }
 
   bool authentication(const json::value& v) {
-    if (!object(v, "authentication", {"authType", "paramsBasic", "paramsOauth2ClientCredentials"},
-                {"authType"},
-                [&](const std::string& k, const json::value& m, const std::string& p) {
-                  if (k == "authType")
-                    return list(m, p, [&](const json::value& e, const std::string& ep) {
-                      if (e.is_string() && e.get_string() == "TLS_CERT")
-                        return fail(ep,
-                                    "TLS_CERT is not supported (BASIC or "
-                                    "OAUTH2_CLIENT_CREDENTIALS)");
-                      return one_of(e, ep, {"BASIC", "OAUTH2_CLIENT_CREDENTIALS"});
-                    });
-                  if (k == "paramsBasic")
-                    return object(m, p, {"userName", "password"}, {"userName", "password"},
-                                  [&](const std::string&, const json::value& m2,
-                                      const std::string& p2) { return text(m2, p2); });
-                  return object(
-                      m, p, {"clientId", "clientPassword", "tokenEndpoint"},
-                      {"clientId", "clientPassword", "tokenEndpoint"},
-                      [&](const std::string& k2, const json::value& m2, const std::string& p2) {
-                        return k2 == "tokenEndpoint" ? uri(m2, p2) : text(m2, p2);
-                      });
-                }))
+    if (!object(
+            v, "authentication", {"authType", "paramsBasic", "paramsOauth2ClientCredentials"},
+            {"authType"}, [&](const std::string& k, const json::value& m, const std::string& p) {
+              if (k == "authType")
+                return list(m, p, [&](const json::value& e, const std::string& ep) {
+                  if (e.is_string() && e.get_string() == "TLS_CERT")
+                    return fail(ep,
+                                "TLS_CERT is not supported (BASIC or "
+                                "OAUTH2_CLIENT_CREDENTIALS)");
+                  return one_of(e, ep, {"BASIC", "OAUTH2_CLIENT_CREDENTIALS"});
+                });
+              if (k == "paramsBasic")
+                return object(m, p, {"userName", "password"}, {"userName", "password"},
+                              [&](const std::string&, const json::value& m2,
+                                  const std::string& p2) { return text(m2, p2); });
+              return object(
+                  m, p, {"clientId", "clientPassword", "tokenEndpoint"},
+                  {"clientId", "clientPassword", "tokenEndpoint"},
+                  [&](const std::string& k2, const json::value& m2, const std::string& p2) {
+                    if (k2 != "tokenEndpoint")
+                      return text(m2, p2);
+                    if (!uri(m2, p2))
+                      return false;
+                    // The client's password goes there: not in clear over a network.
+                    if (m2.get_string().rfind("http://", 0) == 0 && !loopback_host(m2.get_string()))
+                      return fail(p2,
+                                  "must be an https:// URI (the client's password is "
+                                  "sent to it), except on a loopback address");
+                    return true;
+                  });
+            }))
       return false;
     const auto& o = v.get_object();
     for (const auto& t : o.at("authType").get_array()) {

@@ -53,6 +53,14 @@ std::string shown(const std::string& uri) {
   return uri.substr(0, uri.find('?'));
 }
 
+// Why an exchange got no answer, without the transport's words (which may tell an open port
+// from a closed one): only that the address was not allowed.
+std::string why(const base::Status& st) {
+  return st.code() == base::StatusCode::kPermissionDenied
+             ? "not contacted: its address is outside --notify-allow"
+             : "no answer";
+}
+
 // OAuth 2.0 client credentials (RFC 6749 4.4): the access token and for how long it holds.
 struct Token {
   std::string value;
@@ -71,12 +79,13 @@ base::Result<Token> fetch_token(const json::object& auth, const NotifyOptions& o
                             member_text(auth, "paramsOauth2ClientCredentials", "clientPassword"))}};
   c.body = "grant_type=client_credentials";
   c.ca_file = o.ca_file;
+  c.allow = o.allow;
   c.max_body = 64 * 1024;
   c.timeout = o.timeout;
   auto r = actions::http_call(c);
   if (!r.ok())
-    return base::Status::Unavailable("token endpoint " + shown(c.url) + ": no answer (" +
-                                     std::string(base::to_string(r.status().code())) + ")");
+    return base::Status::Unavailable("token endpoint " + shown(c.url) + ": " + why(r.status()) +
+                                     " (" + std::string(base::to_string(r.status().code())) + ")");
   if (r.value().status != 200)
     return base::Status::Unavailable("token endpoint " + shown(c.url) + ": HTTP " +
                                      std::to_string(r.value().status) + " (200 expected)");
@@ -164,11 +173,13 @@ base::Status exchange(const SubscriptionRecord& s, const NotifyOptions& o, Token
       c.headers.emplace_back("Authorization", authz.value());
     c.body = body;
     c.ca_file = o.ca_file;
+    c.allow = o.allow;
     c.max_body = 64 * 1024;
     c.timeout = o.timeout;
     auto r = session != nullptr ? session->call(c) : actions::http_call(c);
     if (!r.ok())
-      return base::Status::Unavailable(method + " " + shown(s.callback_uri) + ": no answer (" +
+      return base::Status::Unavailable(method + " " + shown(s.callback_uri) + ": " +
+                                       why(r.status()) + " (" +
                                        std::string(base::to_string(r.status().code())) + ")");
     int code = r.value().status;
     if (code >= 200 && code <= 299)

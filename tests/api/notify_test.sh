@@ -37,7 +37,7 @@ vnfd=3b0c9f1e-5a2d-4e8f-9c6b-7d1e2f3a4b5c
 
 start_daemon() {
   "$v" daemon --listen 127.0.0.1:$port --auth-file "$T_DIR/auth" --notify-retry-s 4 \
-    --notify-backoff-max-ms 300 >>"$T_DIR/daemon.log" 2>&1 &
+    --notify-backoff-max-ms 300 --notify-allow 127.0.0.0/8,::1 >>"$T_DIR/daemon.log" 2>&1 &
   daemon_pid=$!
   wait_until 20 curl -s -o /dev/null "$ep/vnflcm/v1/api_versions" || die "the API did not come up"
 }
@@ -117,6 +117,9 @@ PY
 count() { [[ -f $1 ]] && summary "$1" | wc -l || echo 0; }
 has_count() { (($(count "$1") >= $2)); }
 
+check_exit "--notify-allow with a bad network is a usage error" 2 \
+  "$v" daemon --listen 127.0.0.1:$port --auth-file "$T_DIR/auth" --notify-allow 127.0.0.0/8,10.0.0.0/40
+has "... naming it" "$T_ERR" '10.0.0.0/40'
 start_daemon
 start_receiver a
 
@@ -141,6 +144,10 @@ closed=$(/usr/bin/python3 "$root/tests/api/free_port.py")
 json_req POST /vnflcm/v1/subscriptions "{\"callbackUri\": \"http://127.0.0.1:$closed/x\"}"
 is_code "a callback nobody answers is refused" 422
 has "... saying the test failed" "$T_DIR/body" 'test of callbackUri failed'
+# 192.0.2.1 (TEST-NET-1) is outside --notify-allow: refused without a packet sent there.
+json_req POST /vnflcm/v1/subscriptions '{"callbackUri": "http://192.0.2.1:8080/x"}'
+is_code "a callback outside --notify-allow is refused" 422
+has "... not contacted" "$T_DIR/body" 'not contacted: its address is outside --notify-allow'
 json_req POST /vnflcm/v1/subscriptions "{\"callbackUri\": \"ftp://127.0.0.1/x\"}"
 is_code "an ftp callback is refused" 400
 json_req POST /vnflcm/v1/subscriptions "{\"callbackUri\": \"http://127.0.0.1:$a_port/a\", \"filter\": {\"operationStates\": [\"DONE\"]}}"

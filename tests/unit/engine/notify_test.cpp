@@ -250,6 +250,14 @@ TEST_CASE("subscription requests are checked, member by member, and nothing is s
        R"({"callbackUri": "http://h/x", "authentication": {"authType": ["OAUTH2_CLIENT_CREDENTIALS"],
           "paramsOauth2ClientCredentials": {"clientId": "c", "clientPassword": "p", "tokenEndpoint": "file:///etc/passwd"}}})",
        "tokenEndpoint must be an http:// or https:// URI"},
+      {"vnflcm/v1",
+       R"({"callbackUri": "http://h/x", "authentication": {"authType": ["OAUTH2_CLIENT_CREDENTIALS"],
+          "paramsOauth2ClientCredentials": {"clientId": "c", "clientPassword": "p", "tokenEndpoint": "http://192.0.2.1:8080/token"}}})",
+       "tokenEndpoint must be an https:// URI (the client's password is sent to it)"},
+      {"vnflcm/v1",
+       R"({"callbackUri": "http://h/x", "authentication": {"authType": ["OAUTH2_CLIENT_CREDENTIALS"],
+          "paramsOauth2ClientCredentials": {"clientId": "c", "clientPassword": "p", "tokenEndpoint": "http://127.0.0.1.example.com/token"}}})",
+       "except on a loopback address"},
       {"vnfpkgm/v2", R"({"callbackUri": "http://h/x"})", "no subscriptions on API"},
   };
   for (const auto& b : bad) {
@@ -272,6 +280,78 @@ TEST_CASE("a callback that does not answer the test GET refuses the subscription
   CHECK(r.status().code() == base::StatusCode::kFailedPrecondition);
   CHECK_THAT(r.status().message(), Catch::Contains("test of callbackUri failed"));
   CHECK(db.store->list_subscriptions(false).value().empty());
+}
+
+TEST_CASE("token endpoints over plain http only on loopback; callbacks only where allowed") {
+  Db db;
+  engine::NotifyOptions o;
+  o.test_callback = false;
+  for (const char* ok : {"http://127.0.0.1:8080/token", "http://localhost/token",
+                         "http://[::1]:80/token", "https://192.0.2.1/token"}) {
+    INFO(ok);
+    json::object req{
+        {"callbackUri", "http://h/x"},
+        {"authentication",
+         json::object{
+             {"authType", json::array{"OAUTH2_CLIENT_CREDENTIALS"}},
+             {"paramsOauth2ClientCredentials",
+              json::object{{"clientId", "c"}, {"clientPassword", "p"}, {"tokenEndpoint", ok}}}}}};
+    auto r = engine::create_subscription(*db.store, "vnflcm/v1", req, o);
+    CHECK(r.ok());
+  }
+  // --notify-allow without the callback's address: its test refused before any connection.
+  vnflow_test::CallbackServer cb;
+  engine::NotifyOptions fenced;
+  fenced.allow = {actions::parse_network("10.0.0.0/8").value(),
+                  actions::parse_network("fd00::/8").value()};
+  auto r = engine::create_subscription(*db.store, "vnflcm/v1",
+                                       json::object{{"callbackUri", cb.uri()}}, fenced);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == base::StatusCode::kFailedPrecondition);
+  CHECK_THAT(r.status().message(), Catch::Contains("outside --notify-allow"));
+  CHECK(cb.connections.load() == 0);
+  // With it: tested and stored.
+  fenced.allow.push_back(actions::parse_network("127.0.0.0/8").value());
+  CHECK(engine::create_subscription(*db.store, "vnflcm/v1", json::object{{"callbackUri", cb.uri()}},
+                                    fenced)
+            .ok());
+  CHECK(cb.connections.load() == 1);
+}
+
+TEST_CASE("networks: addresses and prefixes, IPv4 and IPv6, bad ones refused") {
+  auto n = actions::parse_network("10.1.0.0/16");
+  REQUIRE(n.ok());
+  CHECK(n.value().prefix == 16);
+  CHECK_FALSE(n.value().v6);
+  CHECK(actions::parse_network("192.0.2.7").value().prefix == 32);
+  CHECK(actions::parse_network("2001:db8::/32").value().v6);
+  CHECK(actions::parse_network("::1").value().prefix == 128);
+  for (const char* bad : {"", "10.0.0.0/33", "::/129", "10.0.0.0/", "10.0.0.0/-1", "10.0.0/8",
+                          "host.example/8", "10.0.0.0/8/8", "10.0.0.0/1x"}) {
+    INFO(bad);
+    CHECK_FALSE(actions::parse_network(bad).ok());
+  }
+  // Matching, through a session: only addresses inside are connected to.
+  vnflow_test::CallbackServer cb;
+  actions::HttpSession s;
+  auto get = [&](std::vector<std::string> nets) {
+    actions::HttpCall c;
+    c.url = cb.uri();
+    c.timeout = std::chrono::milliseconds(3000);
+    for (const auto& t : nets)
+      c.allow.push_back(actions::parse_network(t).value());
+    auto r = s.call(c);
+    return r.ok() ? std::to_string(r.value().status)
+                  : std::string(base::to_string(r.status().code()));
+  };
+  CHECK(get({"127.0.0.2/32"}) == "permission_denied");
+  CHECK(get({"126.0.0.0/8", "::1/128"}) == "permission_denied");
+  CHECK(get({"128.0.0.0/1"}) == "permission_denied");
+  CHECK(cb.connections.load() == 0);
+  CHECK(get({"127.0.0.0/31"}) == "204");
+  CHECK(get({"0.0.0.0/0"}) == "204");
+  CHECK(get({"::ffff:127.0.0.1/128"}) != "204");  // an IPv6 network never holds an IPv4 peer
+  CHECK(get({"127.0.0.1"}) == "204");
 }
 
 TEST_CASE("filters: every member present must match, any value of a list") {
