@@ -654,7 +654,7 @@ struct NotifyOptions {
   // host resolving outside these networks is not contacted (its test fails, its deliveries
   // fail), so a subscriber cannot make the daemon reach the rest of its network.
   std::vector<actions::Network> allow;
-  int senders = 4;       // subscriptions delivered to at once (a slow one holds one sender)
+  int senders = 4;  // subscriptions delivered to at once (a slow one holds one sender)
   std::chrono::milliseconds poll{100};  // how often commits of other processes are looked for
   // Who sends (the daemon's name): on a shared store each subscription is claimed by one
   // sender at a time (Store::claim_subscription).
