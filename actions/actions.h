@@ -233,6 +233,9 @@ struct HttpCall {
   // Empty: any address. Else the host's resolved addresses outside these are not
   // connected to; none left is kPermissionDenied, and nothing is sent.
   std::vector<Network> allow;
+  // HttpSession: a POST or PATCH may be sent again on a new connection after the kept one
+  // was found closed (the receiver deduplicates).
+  bool may_resend = false;
 };
 struct HttpReply {
   int status = 0;
@@ -245,8 +248,9 @@ namespace http {
 class Connection;
 }
 // http_call over a connection kept open between calls to the same origin (HTTP/1.1
-// keep-alive): a call on a kept connection the server has closed meanwhile is sent once more
-// on a new one. One caller at a time.
+// keep-alive; not reused after 4 s idle): a call on a kept connection the server has closed
+// meanwhile is sent once more on a new one when idempotent or HttpCall::may_resend. One
+// caller at a time.
 class HttpSession {
  public:
   HttpSession();

@@ -145,17 +145,31 @@ Exchanged exchange(asio::io_context& io, Stream& stream, beast::tcp_stream& lowe
     return out;
   }
 
-  bhttp::response_parser<bhttp::string_body> parser;
-  parser.body_limit(opt.max_body);
-  parser.header_limit(64 * 1024);
-  auto ec = run(io, [&](auto h) { bhttp::async_read(stream, buf, parser, h); });
-  out.answered = parser.got_some();
-  if (ec) {
-    out.response = transport_error(req, "read", ec);
-    return out;
+  // Interim answers (1xx but 101: 100 Continue unasked, 103 Early Hints) come before the
+  // answer: skipped, a few at most, so that a kept connection's next read is its own answer.
+  std::optional<bhttp::response_parser<bhttp::string_body>> parser;
+  for (int interim = 0;; ++interim) {
+    parser.emplace();
+    parser->body_limit(opt.max_body);
+    parser->header_limit(64 * 1024);
+    auto ec = run(io, [&](auto h) { bhttp::async_read(stream, buf, *parser, h); });
+    out.answered = out.answered || parser->got_some();
+    if (ec) {
+      out.response = transport_error(req, "read", ec);
+      return out;
+    }
+    int code = static_cast<int>(parser->get().result_int());
+    if (code < 100 || code > 199 || code == 101)
+      break;
+    if (interim == 8) {
+      out.response = base::Status::Unavailable(req.method + " " + req.url +
+                                               ": read: more than 8 interim (1xx) answers");
+      return out;
+    }
   }
-  auto& res = parser.get();
-  out.keep_alive = keep && res.keep_alive();
+  auto& res = parser->get();
+  // An answer whose end is the connection's end leaves nothing to keep.
+  out.keep_alive = keep && res.keep_alive() && !parser->need_eof();
   Response r;
   r.status = static_cast<int>(res.result_int());
   for (const auto& f : res) {
@@ -197,6 +211,10 @@ bool allowed(const std::vector<Network>& allow, asio::ip::address a) {
 }
 
 }  // namespace
+
+// How long a kept connection is reused after its last answer (servers commonly close idle
+// ones after 5 s or more).
+constexpr std::chrono::seconds kReuseWithin{4};
 
 struct Connection::Impl {
   asio::io_context io;
@@ -311,7 +329,12 @@ struct Connection::Impl {
           return base::Status(base::StatusCode::kDeadlineExceeded,
                               req.method + " " + req.url + ": no time left");
         }
+        // A connection unused for a while is likely closed by the server (or dropped by a
+        // middlebox, which a read would only find at its timeout): a new one.
+        if (!origin.empty() && std::chrono::steady_clock::now() - last_used > kReuseWithin)
+          drop();
         bool reused = !origin.empty();
+        last_used = std::chrono::steady_clock::now();
         if (!reused) {
           base::Status st = connect(u, req, opt);
           if (!st.ok()) {
@@ -325,9 +348,14 @@ struct Connection::Impl {
         last_used = std::chrono::steady_clock::now();
         if (!x.response.ok() || !x.keep_alive)
           drop();
-        // A kept connection the server closed meanwhile: once more on a new one.
+        else if (buf.capacity() > 16 * 1024)
+          buf.shrink_to_fit();
+        // A kept connection the server closed meanwhile: once more on a new one, when sending
+        // the request twice does no harm (the server may have read it before closing).
         if (!x.response.ok() && reused && !x.answered &&
-            x.response.status().code() == base::StatusCode::kUnavailable)
+            x.response.status().code() == base::StatusCode::kUnavailable &&
+            (opt.may_resend || req.method == "GET" || req.method == "HEAD" || req.method == "PUT" ||
+             req.method == "DELETE"))
           continue;
         return std::move(x.response);
       }
@@ -405,6 +433,7 @@ http::Options options_of(const HttpCall& call) {
   opt.max_body = call.max_body;
   opt.deadline = std::chrono::steady_clock::now() + call.timeout;
   opt.allow = call.allow;
+  opt.may_resend = call.may_resend;
   return opt;
 }
 

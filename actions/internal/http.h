@@ -48,6 +48,10 @@ struct Options {
   // Empty: any address; else only those in these networks are connected to (none left:
   // kPermissionDenied before any connection).
   std::vector<Network> allow;
+  // A Connection may send a request again after its kept connection was found closed; the
+  // server may have read it the first time, so only idempotent methods are, unless this
+  // says the receiver copes (it deduplicates).
+  bool may_resend = false;
 };
 
 // Transport failures come back as kUnavailable (refused, reset, TLS, DNS) or
@@ -58,8 +62,9 @@ base::Result<Response> send(const Request& req, const Options& opt);
 // One connection kept open between requests to the same origin (scheme, host, port and CA
 // file); a request to another origin closes it and opens one there. A request sent on a kept
 // connection that the server had closed meanwhile (the write fails, or the read ends before
-// the first byte of an answer) is sent once more on a new connection, so a caller sees the
-// failures send() would. The connection closes when the server asks (Connection: close,
+// the first byte of an answer) is sent once more on a new connection, if idempotent or
+// Options::may_resend, so a caller sees the failures send() would. A connection unused for
+// 4 s is not reused. The connection closes when the server asks (Connection: close,
 // HTTP/1.0), on any error, on close(), and on destruction. One caller at a time.
 class Connection {
  public:

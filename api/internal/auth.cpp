@@ -278,10 +278,11 @@ base::Result<TokenInfo> judge_token(std::string_view body, const KeystoneOptions
 
 struct Authenticator::Keystone {
   KeystoneOptions opt;
-  Credentials cred;
   Url url;
 
-  std::mutex mu;  // guards the fields below
+  std::mutex mu;            // guards the fields below
+  Credentials cred;         // the service user
+  uint64_t generation = 0;  // of `cred`: bumped by each replacement
   std::string service_token;
   Clock::time_point service_expires;
   std::unordered_map<std::string, TokenInfo> cache;
@@ -313,19 +314,8 @@ struct Authenticator::Keystone {
     cache[token] = info;
   }
 
-  // The service's own token: the cached one, or a new one from password auth.
-  base::Result<std::string> own_token(bool renew) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!renew && !service_token.empty() &&
-          service_expires > Clock::now() + std::chrono::seconds(30))
-        return service_token;
-    }
-    Credentials own;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      own = cred;
-    }
+  // A token for the service user `own` (password auth), and until when it holds.
+  base::Result<std::pair<std::string, Clock::time_point>> fetch(const Credentials& own) {
     json::object domain{{"name", own.domain}};
     json::object auth{
         {"identity",
@@ -344,10 +334,47 @@ struct Authenticator::Keystone {
       return base::Status::Unavailable("Keystone refused the service user \"" + own.user +
                                        "\" (HTTP " + std::to_string(r.value().status) + ")");
     auto info = judge_token(r.value().body, KeystoneOptions{});
+    return std::make_pair(r.value().subject_token, info.ok()
+                                                       ? info.value().expires
+                                                       : Clock::now() + std::chrono::minutes(5));
+  }
+
+  // The service's own token: the cached one, or a new one from password auth. A token
+  // fetched for credentials replaced meanwhile (a reload) is used once, not kept.
+  base::Result<std::string> own_token(bool renew) {
+    Credentials own;
+    uint64_t gen = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!renew && !service_token.empty() &&
+          service_expires > Clock::now() + std::chrono::seconds(30))
+        return service_token;
+      own = cred;
+      gen = generation;
+    }
+    auto t = fetch(own);
+    if (!t.ok())
+      return t.status();
     std::lock_guard<std::mutex> lock(mu);
-    service_token = r.value().subject_token;
-    service_expires = info.ok() ? info.value().expires : Clock::now() + std::chrono::minutes(5);
-    return service_token;
+    if (gen == generation) {
+      service_token = t.value().first;
+      service_expires = t.value().second;
+    }
+    return t.value().first;
+  }
+
+  // New service-user credentials, taken only once Keystone gave them a token.
+  base::Status replace(const Credentials& c) {
+    auto t = fetch(c);
+    if (!t.ok())
+      return base::Status::InvalidArgument("the new Keystone service user cannot log in: " +
+                                           t.status().message());
+    std::lock_guard<std::mutex> lock(mu);
+    cred = c;
+    ++generation;
+    service_token = t.value().first;
+    service_expires = t.value().second;
+    return base::Status::Ok();
   }
 
   Verdict ask(const std::string& token) {
@@ -454,9 +481,7 @@ base::Status Authenticator::set_credentials(const Credentials& c) {
     if (c.user.empty() || c.password.empty() || c.project.empty())
       return base::Status::InvalidArgument(
           "the credentials file lacks the Keystone service user (user, password, project)");
-    std::lock_guard<std::mutex> lock(keystone_->mu);
-    keystone_->cred = c;
-    keystone_->service_token.clear();  // asked for again as the new user
+    return keystone_->replace(c);
   }
   return base::Status::Ok();
 }

@@ -1,5 +1,7 @@
 #include "engine/internal/cursor.h"
 
+#include <stdexcept>
+
 namespace engine {
 
 namespace {
@@ -155,6 +157,12 @@ base::Result<Cursor> Cursor::from_json(const json::value& v) {
     if (auto* v0 = o.if_contains("v0")) {
       c.has_vnfcs0 = true;
       c.vnfcs0 = v0->as_array();
+      for (const auto& vnfc : c.vnfcs0) {
+        const auto& x = vnfc.as_object();
+        if (!x.at("id").is_string() || !x.at("vduId").is_string() ||
+            !x.at("computeResource").is_object())
+          throw std::invalid_argument("v0: a VNFC without id, vduId or computeResource");
+      }
     }
     if (auto* rc = o.if_contains("rc"))
       c.changes = rc->as_object();

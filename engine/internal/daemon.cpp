@@ -414,15 +414,24 @@ struct Daemon::Impl {
   }
 
   // SIGHUP: the owner's reload, told to the service manager (systemd's ExecReload).
+  // Only while running (not while starting, nor draining) does the service manager hear of
+  // it: READY=1 at its end would otherwise say a start or a drain was over.
   void reload() {
     if (!opt.on_reload) {
       spdlog::info("signal {}: nothing to reload", SIGHUP);
       return;
     }
     spdlog::info("signal {}: reloading", SIGHUP);
-    notify_service("RELOADING=1\nSTATUS=reloading");
-    opt.on_reload();
-    notify_service("READY=1\nSTATUS=running the operations of " + display_db(opt.db_path));
+    bool tell = running.load() != nullptr && signals_seen.load() == 0;
+    if (tell)
+      notify_service("RELOADING=1\nSTATUS=reloading");
+    try {
+      opt.on_reload();
+    } catch (const std::exception& e) {
+      spdlog::error("reload failed, nothing changed: {}", e.what());
+    }
+    if (tell && signals_seen.load() == 0)
+      notify_service("READY=1\nSTATUS=running the operations of " + display_db(opt.db_path));
   }
 
   // Locks the database file itself (flock on its inode; flock does not touch SQLite's POSIX

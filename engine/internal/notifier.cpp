@@ -174,6 +174,7 @@ base::Status exchange(const SubscriptionRecord& s, const NotifyOptions& o, Token
     c.body = body;
     c.ca_file = o.ca_file;
     c.allow = o.allow;
+    c.may_resend = true;  // at least once: receivers deduplicate on the id
     c.max_body = 64 * 1024;
     c.timeout = o.timeout;
     auto r = session != nullptr ? session->call(c) : actions::http_call(c);
@@ -233,6 +234,8 @@ void collect_notify_metrics(base::Metrics& m, Store& store) {
         static_cast<double>(static_cast<int64_t>(subs.value().size()) - failing));
 }
 
+constexpr size_t kMaxSessions = 16;
+
 struct Notifier::Impl {
   Store& store;
   NotifyOptions opt;
@@ -250,7 +253,7 @@ struct Notifier::Impl {
   // daemon holds them. In memory: a restart tries at once.
   std::map<std::string, std::chrono::steady_clock::time_point> held;
   // A kept connection per subscription, used by the sender serving it (one at a time);
-  // closed after a minute unused.
+  // closed after 10 s unused, at most kMaxSessions.
   std::map<std::string, std::unique_ptr<actions::HttpSession>> sessions;
   std::thread scheduler;
   std::vector<std::thread> senders;
@@ -314,29 +317,53 @@ struct Notifier::Impl {
     work.notify_all();
     if (steady - last_prune > std::chrono::seconds(10)) {
       last_prune = steady;
-      close_idle_sessions(steady - std::chrono::minutes(1));
+      close_idle_sessions(steady - std::chrono::seconds(10));
       if (auto p = store.prune_notices(); !p.ok())
         warn_store("cannot prune delivered notices", p.status());
     }
   }
 
+  // The kept connection of subscription `id`. At most kMaxSessions are kept: the least
+  // recently used one no sender is using makes room (each holds a socket, an io_context's
+  // descriptors and maybe a resolver thread).
   actions::HttpSession& session(const std::string& id) {
+    std::unique_ptr<actions::HttpSession> evicted;  // destroyed unlocked
     std::lock_guard<std::mutex> l(mu);
+    auto it = sessions.find(id);
+    if (it != sessions.end())
+      return *it->second;
+    if (sessions.size() >= kMaxSessions) {
+      auto lru = sessions.end();
+      for (auto i = sessions.begin(); i != sessions.end(); ++i) {
+        if (busy.count(i->first) == 0 &&
+            (lru == sessions.end() || i->second->last_used() < lru->second->last_used()))
+          lru = i;
+      }
+      if (lru != sessions.end()) {
+        evicted = std::move(lru->second);
+        sessions.erase(lru);
+      }
+    }
     auto& p = sessions[id];
-    if (!p)
-      p = std::make_unique<actions::HttpSession>();
+    p = std::make_unique<actions::HttpSession>();
     return *p;
   }
 
   // Closes the connections of subscriptions gone or unused since `before` (never one a
-  // sender is using).
+  // sender is using). Destroyed outside the lock: an io_context whose lookup still runs
+  // waits for it.
   void close_idle_sessions(std::chrono::steady_clock::time_point before) {
-    std::lock_guard<std::mutex> l(mu);
-    for (auto it = sessions.begin(); it != sessions.end();) {
-      if (busy.count(it->first) == 0 && it->second->last_used() < before)
-        it = sessions.erase(it);
-      else
-        ++it;
+    std::vector<std::unique_ptr<actions::HttpSession>> closed;
+    {
+      std::lock_guard<std::mutex> l(mu);
+      for (auto it = sessions.begin(); it != sessions.end();) {
+        if (busy.count(it->first) == 0 && it->second->last_used() < before) {
+          closed.push_back(std::move(it->second));
+          it = sessions.erase(it);
+        } else {
+          ++it;
+        }
+      }
     }
   }
 

@@ -69,8 +69,10 @@ json::object op_results(const OpRecord& op) {
   if (op.operation == "modify_info" && op.state == OpState::kCompleted && op.request.is_object()) {
     json::value red = actions::redact(op.request);
     json::object changed;
-    for (const char* k : {"vnfInstanceName", "vnfInstanceDescription", "vnfConfigurableProperties",
-                          "metadata", "extensions", "vimConnectionInfo", "vnfPkgId"}) {
+    // What the built-in modify_info applies (workflows/builtin/modify_info.yaml); a
+    // vnfPkgId or vnfConfigurableProperties of the request is not, so it is not reported.
+    for (const char* k : {"vnfInstanceName", "vnfInstanceDescription", "metadata", "extensions",
+                          "vimConnectionInfo"}) {
       if (const json::value* v = red.get_object().if_contains(k))
         changed[k] = *v;
     }

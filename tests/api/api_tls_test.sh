@@ -235,8 +235,16 @@ check "a reload with a credentials file others can read is refused" \
   wait_until 10 grep -q 'reload refused' "$T_DIR/daemon.log"
 check "... the old token still serves" test "$(list_with "$T_DIR/ca.pem" "$old_token")" = 200
 check "... the daemon runs on" kill -0 "$daemon_pid"
-# New credentials and a new certificate, in place.
+# Good credentials but a key that is not the certificate's: refused whole, the old
+# credentials serve on.
 chmod 600 "$T_DIR/auth"
+cp "$T_DIR/other.key" "$T_DIR/server.key"
+kill -HUP "$daemon_pid"
+refusals() { [[ $(grep -c 'reload refused' "$T_DIR/daemon.log") -ge 2 ]]; }
+check "a reload with a key that is not the certificate's is refused" wait_until 10 refusals
+check "... the old token still serves (all or nothing)" test "$(list_with "$T_DIR/ca.pem" "$old_token")" = 200
+check "... the new one does not yet" test "$(list_with "$T_DIR/ca.pem" "$token")" = 401
+# New credentials and a new certificate, in place.
 cp "$T_DIR/server2.pem" "$T_DIR/server.pem"
 cp "$T_DIR/server2.key" "$T_DIR/server.key"
 chmod 600 "$T_DIR/server.key"

@@ -630,12 +630,13 @@ TEST_CASE("the sender: in order, retried with backoff, failing after the window,
 TEST_CASE("kept connections: reused, renewed when the server closed them, one per origin") {
   vnflow_test::CallbackServer a, b;
   actions::HttpSession s;
-  auto post = [&](const vnflow_test::CallbackServer& to) {
+  auto post = [&](const vnflow_test::CallbackServer& to, bool may_resend = true) {
     actions::HttpCall c;
     c.method = "POST";
     c.url = to.uri();
     c.body = "{}";
     c.timeout = std::chrono::milliseconds(5000);
+    c.may_resend = may_resend;
     auto r = s.call(c);
     return r.ok() ? r.value().status : -1;
   };
@@ -655,13 +656,29 @@ TEST_CASE("kept connections: reused, renewed when the server closed them, one pe
     CHECK(post(a) == 204);
   CHECK(a.connections.load() == 6);
   CHECK(a.posts.load() == 11);
-  // Another origin: the kept connection moves there, and back.
+  // A POST that may not be sent twice is not: the dead connection's error is the answer.
+  CHECK(post(a, false) == -1);
+  CHECK(a.posts.load() == 11);
+  CHECK(post(a, false) == 204);  // on a new connection
+  CHECK(a.connections.load() == 7);
   a.close_silently = false;
+  // Interim answers (1xx) are skipped: each call reads its own answer, on one connection.
+  a.interim = true;
+  for (int i = 0; i < 3; ++i)
+    CHECK(post(a) == 204);
+  a.status = 500;
+  CHECK(post(a) == 500);
+  a.status = 204;
+  CHECK(post(a) == 204);
+  a.interim = false;
+  CHECK(a.connections.load() == 8);
+  CHECK(a.posts.load() == 17);
+  // Another origin: the kept connection moves there, and back.
   CHECK(post(b) == 204);
   CHECK(post(a) == 204);
   CHECK(post(a) == 204);
   CHECK(b.connections.load() == 1);
-  CHECK(a.connections.load() == 7);
+  CHECK(a.connections.load() == 9);
   // A server gone: an error, not a hang; the session serves again afterwards.
   std::string gone;
   {

@@ -235,6 +235,9 @@ states:
   REQUIRE(r.final_state == OpState::kCompleted);
   auto c = engine::Cursor::from_json(r.c.to_json());  // as stored
   REQUIRE(c.ok());
+  CHECK(c.value().has_vnfcs0);  // what it began with survives a restart
+  CHECK(c.value().vnfcs0 == r.c.vnfcs0);
+  CHECK(c.value().vnfcs0.size() == 2);
   CHECK(json::value(c.value().changes) == json::parse(R"({"affectedVnfcs": [
       {"id": "c1", "vduId": "VDU1", "computeResource": {"resourceId": "r9"},
        "changeType": "MODIFIED"},
