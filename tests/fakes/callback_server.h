@@ -57,7 +57,7 @@ class CallbackServer {
   std::atomic<int> status{204};             // the answer to a POST
   std::atomic<bool> keep_alive{true};       // false: "Connection: close" on every answer
   std::atomic<bool> close_silently{false};  // close after each answer without saying so
-  std::atomic<bool> interim{false};          // a "100 Continue" nobody asked for before each
+  std::atomic<bool> interim{false};         // a "100 Continue" nobody asked for before each
   std::atomic<int> posts{0};                // POSTs read, whatever the answer
   std::atomic<int> connections{0};          // connections accepted
   std::vector<Post> answered() {
@@ -122,8 +122,8 @@ class CallbackServer {
     bool post = in.rfind("POST ", 0) == 0;
     int st = post ? status.load() : 204;
     keep = keep_alive && head.find("Connection: close") == std::string::npos;
-    std::string reply = std::string(interim ? "HTTP/1.1 100 Continue\r\n\r\n" : "") +
-                        "HTTP/1.1 " + std::to_string(st) + " X\r\nContent-Length: 0\r\n" +
+    std::string reply = std::string(interim ? "HTTP/1.1 100 Continue\r\n\r\n" : "") + "HTTP/1.1 " +
+                        std::to_string(st) + " X\r\nContent-Length: 0\r\n" +
                         (keep ? "" : "Connection: close\r\n") + "\r\n";
     if (post) {
       posts++;
