@@ -2,7 +2,8 @@
 # The daemon as a service: metrics scraped by a real Prometheus (Debian's, on 127.0.0.1,
 # tools/prometheus/start.sh) and asserted through its query API; --log-format json read
 # line by line; systemd's readiness protocol (sd_notify) on a socket the test listens on;
-# the unit file checked by systemd-analyze.
+# the unit file checked by systemd-analyze; a subscription's deliveries in the metrics; SIGHUP
+# told to the service manager as a reload.
 #   service_test.sh VNFLOW SOURCE_ROOT
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -17,7 +18,9 @@ mkdir -p "$T_DIR/db" "$T_DIR/gate"
 chmod 700 "$T_DIR/db"
 daemon_pid=
 listener_pid=
+receiver_pid=
 cleanup() {
+  [[ -n $receiver_pid ]] && kill "$receiver_pid" 2>/dev/null
   [[ -n ${SVC_KEEP_LOG:-} ]] && cp "$T_DIR/daemon.log" "$SVC_KEEP_LOG"
   [[ -n $daemon_pid ]] && kill -9 "$daemon_pid" 2>/dev/null
   [[ -n $listener_pid ]] && kill "$listener_pid" 2>/dev/null
@@ -124,6 +127,16 @@ q_gt() {
 
 check "Prometheus scrapes the daemon (up == 1)" wait_until 30 q_is 'up{job="vnflow"}' 1
 
+# A subscription, its receiver on 127.0.0.1: what the lifecycle below notifies is delivered.
+rport=$(free_port)
+/usr/bin/python3 "$root/tests/api/receiver.py" "$rport" "$T_DIR/rx.jsonl" --max-seconds 300 &
+receiver_pid=$!
+wait_until 10 curl -s -o /dev/null "http://127.0.0.1:$rport/" || die "the receiver did not come up"
+check "a subscription is created over the API" test "$(curl -s -o /dev/null -w '%{http_code}' \
+  -H "X-Auth-Token: $token" -H 'Content-Type: application/json' \
+  --data-binary "{\"callbackUri\": \"http://127.0.0.1:$rport/cb\"}" \
+  "$api/vnflcm/v1/subscriptions")" = 201
+
 # A lifecycle with a failure: the gate is closed, the instantiate retries and stops at
 # FAILED_TEMP; the gate opens, op retry, COMPLETED.
 o1=$("$v" instance instantiate "$inst" --request "$T_DIR/inst.json") || die "instantiate"
@@ -170,6 +183,20 @@ check "... the 404 under the route's pattern, not the id" \
 check "... the 401" q_is 'vnflow_api_requests_total{route="/vnflcm/v1/vnf_lcm_op_occs",status="401"}' 1
 check "API latency per route" \
   q_gt 'vnflow_api_request_duration_seconds_count{route="/vnflcm/v1/vnf_instances"}' 3
+
+# STARTING, PROCESSING, FAILED_TEMP, PROCESSING (the retry), COMPLETED.
+check "notifications delivered, counted" wait_until 30 q_gt 'vnflow_notifications_total{result="ok"}' 4
+check "... their delivery latency observed" q_gt 'vnflow_notification_latency_seconds_count' 0
+check "... the outbox drained (backlog 0)" wait_until 30 q_is 'vnflow_notification_backlog' 0
+check "... one subscription, not failing" q_is 'vnflow_subscriptions{failing="false"}' 1
+check "... the receiver got them" test "$(wc -l <"$T_DIR/rx.jsonl")" -ge 5
+
+# --- SIGHUP: a reload, told to the service manager; the daemon runs on
+kill -HUP "$daemon_pid"
+check "SIGHUP: the service manager hears RELOADING=1" wait_until 10 grep -qx 'RELOADING=1' "$T_DIR/notify.log"
+check "... then READY=1 again" wait_until 10 test "$(grep -cx 'READY=1' "$T_DIR/notify.log")" -eq 2
+check "... and the API still answers" \
+  curl -sf -o /dev/null -H "X-Auth-Token: $token" "$api/vnflcm/v1/api_versions"
 
 # --- the metrics listener serves /metrics alone; the API's /metrics needs credentials
 check "the metrics listener answers any other path 404" \
