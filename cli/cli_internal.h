@@ -92,6 +92,7 @@ int fail(const base::Status& s);
 // Command groups
 
 int cmd_workflow(const std::vector<std::string>& argv);  // cli_workflow.cpp
+int cmd_action(const std::vector<std::string>& argv);    // cli_action.cpp
 // cli_engine.cpp: package, instance, op, vim, daemon (the commands on a database)
 int cmd_engine(const std::vector<std::string>& argv);
 // cli_vim.cpp: the specs of vim register|list|show|delete and the command itself (called

@@ -47,6 +47,8 @@ constexpr const char* kUsage =
     "      the state machine an LCM operation compiles to (hooks + built-in steps)\n"
     "  workflow check PATH [--flavour ID]\n"
     "      compile every LCM operation of a package; located diagnostics on stderr\n"
+    "  action list [--json | --markdown] | show NAME [--json]\n"
+    "      the actions a workflow state may run: inputs, outputs, behaviour, an example\n"
     "  package onboard PATH [--trust CA.pem [--require-signature]] [--signing-cert FILE]\n"
     "  package list\n"
     "      validate a package, compile every operation, store it; prints its id\n"
@@ -66,7 +68,8 @@ constexpr const char* kUsage =
     "      re-seal every secret with a new key (stop the daemon first)\n"
     "  daemon [--workers N] [--work-dir DIR] [--poll-ms N] [--hook-user USER]\n"
     "         [--max-redispatch N] [--name NAME] [--lease-ms N]\n"
-    "      run queued operations; resumes interrupted ones; SIGTERM, SIGINT or SIGHUP drains;\n"
+    "      run queued operations; resumes interrupted ones; SIGTERM or SIGINT drains, SIGHUP\n"
+    "      makes the REST API read its credentials and TLS files again;\n"
     "      on PostgreSQL, several daemons share the work (each its own --name)\n"
     "  version\n"
     "\n"
@@ -831,6 +834,8 @@ int run(const std::vector<std::string>& argv) {
   }
   if (argv[1] == "workflow")
     return cmd_workflow(argv);
+  if (argv[1] == "action")
+    return cmd_action(argv);
   if (argv[1] == "package" || argv[1] == "instance" || argv[1] == "op" || argv[1] == "vim" ||
       argv[1] == "subscription" || argv[1] == "key" || argv[1] == "daemon")
     return cmd_engine(argv);
@@ -848,8 +853,8 @@ int run(const std::vector<std::string>& argv) {
     return argv[2] == "validate" ? cmd_validate(a) : cmd_inspect(a);
   }
   std::cerr << "vnflow: unknown command \"" << printable(argv[1]) << "\"";
-  std::string hint = suggest(argv[1], {"csar", "workflow", "package", "instance", "op", "vim",
-                                       "subscription", "key", "daemon", "version"});
+  std::string hint = suggest(argv[1], {"csar", "workflow", "action", "package", "instance", "op",
+                                       "vim", "subscription", "key", "daemon", "version"});
   if (!hint.empty())
     std::cerr << " (did you mean " << hint << "?)";
   std::cerr << "\n" << kUsage;

@@ -36,7 +36,7 @@ _vnflow() {
   esac
 
   if ((cword == 1)); then
-    COMPREPLY=($(compgen -W "csar workflow package instance op vim subscription key daemon version help" \
+    COMPREPLY=($(compgen -W "csar workflow action package instance op vim subscription key daemon version help" \
       -- "$cur"))
     return
   fi
@@ -48,6 +48,7 @@ _vnflow() {
       opts="--help --json --no-digests --strict --flavour --repeat --trust --require-signature
         --signing-cert" ;;
     workflow) subs="show check"; opts="--help --flavour --op --format" ;;
+    action) subs="list show"; opts="--help --json --markdown" ;;
     package)
       subs="onboard list"
       opts="--help --db --json --trust --require-signature --signing-cert" ;;

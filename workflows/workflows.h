@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <boost/json/value.hpp>
@@ -45,9 +46,13 @@ struct Type;
 using TypeRef = std::shared_ptr<const Type>;
 
 struct Field {
+  Field() = default;
+  Field(std::string n, TypeRef t, bool r, std::string d = {})
+      : name(std::move(n)), type(std::move(t)), required(r), doc(std::move(d)) {}
   std::string name;
   TypeRef type;
   bool required = false;
+  std::string doc;  // the catalog's comment on the field's line ("" none)
 };
 
 struct Type {
@@ -251,6 +256,13 @@ std::vector<std::string> check_request(std::string_view operation, const json::v
 // Checks a value against a type; problems as "path: reason".
 void check_value(const json::value& v, const Type& t, const std::string& path,
                  std::vector<std::string>& problems);
+
+// The action reference, from the catalog (vnflow action list|show, docs/actions.md): one
+// line an action; one action in words or as JSON; the whole reference as Markdown.
+std::string action_list_text(const ActionCatalog& c);
+std::string action_text(const ActionSpec& a);
+json::value action_json(const ActionSpec& a);
+std::string action_reference_markdown(const ActionCatalog& c);
 
 enum class Format { kText, kDot, kMermaid, kSeqdiag, kJson };
 std::optional<Format> parse_format(std::string_view s);

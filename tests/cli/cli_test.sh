@@ -188,4 +188,21 @@ has "... naming its size and the limit" $err -F "request file \"$tmp/big.json\" 
 check_exit "a request on a pipe is bounded too" 1 bash -c "head -c 2000000 /dev/zero | tr '\\0' ' ' | \"\$0\" instance instantiate \"\$1\" --request /dev/stdin" "$vnflow" "$i"
 has "... saying so" $err -F 'is more than 1 MiB; the limit is 1 MiB'
 
+# The action reference: the catalog's actions, each shown whole; docs/actions.md current.
+check_exit "action list" 0 "$vnflow" action list
+has "... names every action of the catalog, with what it talks to" $out -E '^ssh\.put +VMs +write a file'
+check "... as many lines as the catalog has actions" test "$(wc -l <$out)" -eq \
+  "$(sed -n '/^actions:/,$p' "$root/workflows/builtin/actions.yaml" | grep -cE '^  [a-z_.]+:$')"
+check_exit "action show heat.stack.wait" 0 "$vnflow" action show heat.stack.wait
+has "... its inputs with types and the catalog's notes" $out -E '^  until +string +CREATE_COMPLETE'
+has "... what a re-dispatch does" $out -F 're-dispatch: side effects outside vnflow'
+has "... an example state" $out -F '    action: heat.stack.wait'
+check_exit "action show --json" 0 "$vnflow" action show local.exec --json
+check "... JSON naming its exactly-one group" $py -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(d["one_of"] != [["command", "shell"]])' $out
+check_exit "an unknown action exits 1" 1 "$vnflow" action show heat.stack.creat
+has "... with the closest name" $err -F 'did you mean "heat.stack.create"?'
+check_exit "action list --markdown" 0 "$vnflow" action list --markdown
+check "docs/actions.md is what vnflow action list --markdown prints (regenerate it)" \
+  cmp -s $out "$root/docs/actions.md"
+
 t_finish

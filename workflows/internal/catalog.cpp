@@ -85,8 +85,32 @@ struct ActionCatalog::Data {
 
 namespace {
 
+// The comment ending line `line` (1-based) of `text`, trimmed ("" when none). The catalog is
+// vnflow's own file: a '#' in a value would be a mistake of ours, caught by the tests.
+std::string line_comment(std::string_view text, uint32_t line) {
+  size_t at = 0;
+  for (uint32_t l = 1; l < line && at != std::string_view::npos; ++l) {
+    at = text.find('\n', at);
+    if (at != std::string_view::npos)
+      ++at;
+  }
+  if (at == std::string_view::npos || line == 0)
+    return {};
+  std::string_view row = text.substr(at, text.find('\n', at) - at);
+  size_t hash = row.find(" #");
+  if (hash == std::string_view::npos)
+    return {};
+  std::string_view c = row.substr(hash + 2);
+  while (!c.empty() && (c.front() == ' ' || c.front() == '#'))
+    c.remove_prefix(1);
+  while (!c.empty() && (c.back() == ' ' || c.back() == '\r'))
+    c.remove_suffix(1);
+  return std::string(c);
+}
+
 std::vector<Field> parse_fields(tosca::Node m,
-                                const std::function<TypeRef(std::string_view)>& lookup) {
+                                const std::function<TypeRef(std::string_view)>& lookup,
+                                std::string_view text) {
   std::vector<Field> out;
   for (size_t i = 0; i < m.size(); ++i) {
     std::string name(m.key(i).scalar());
@@ -99,6 +123,7 @@ std::vector<Field> parse_fields(tosca::Node m,
     f.name = name;
     f.type = parse_type_name(m.value(i).scalar(), lookup);
     BASE_CHECK(f.type != nullptr);  // the shipped catalog is checked by the unit tests
+    f.doc = line_comment(text, m.value(i).location().line);
     out.push_back(std::move(f));
   }
   return out;
@@ -121,7 +146,7 @@ std::shared_ptr<const ActionCatalog::Data> load_builtin() {
     auto t = std::make_shared<Type>();
     t->kind = Type::Kind::kObject;
     t->name = std::string(types.key(i).scalar());
-    t->fields = parse_fields(types.value(i), lookup);
+    t->fields = parse_fields(types.value(i), lookup, text);
     data->types[t->name] = t;
   }
   tosca::Node actions = root.get("actions");
@@ -133,9 +158,9 @@ std::shared_ptr<const ActionCatalog::Data> load_builtin() {
     spec.participant = std::string(a.get("participant").scalar());
     spec.side_effects = a.get("side_effects").scalar() == "true";
     if (a.get("inputs"))
-      spec.inputs = parse_fields(a.get("inputs"), lookup);
+      spec.inputs = parse_fields(a.get("inputs"), lookup, text);
     if (a.get("outputs"))
-      spec.outputs = parse_fields(a.get("outputs"), lookup);
+      spec.outputs = parse_fields(a.get("outputs"), lookup, text);
     tosca::Node one_of = a.get("one_of");
     for (size_t g = 0; one_of && g < one_of.size(); ++g) {
       std::vector<std::string> group;
