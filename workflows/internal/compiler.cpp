@@ -1,5 +1,6 @@
 // The workflow compiler: hook files + built-in steps -> one checked Machine.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <deque>
 #include <set>
@@ -746,6 +747,8 @@ class Compiler {
   TypeRef check_template(tosca::Node n, const TypeRef& want, const TypeScope& scope,
                          const std::string& what) {
     TypeRef got;
+    if (n.is_scalar())
+      check_foreign_template(n);
     if (n.is_scalar() && n.scalar().find("${") != std::string_view::npos) {
       std::vector<StringPart> parts;
       std::string err;
@@ -865,6 +868,33 @@ class Compiler {
         diags_.error("W0012", with ? with.location() : where,
                      who + ": action \"" + spec.name + "\" needs exactly one of " + list);
       }
+    }
+  }
+
+  // W0045 (a warning): "{{ name }}" as Jinja, Ansible or Mustache write it; vnflow sends
+  // it as written. "{{." (a Go template, as `docker inspect --format` takes) is not
+  // reported.
+  void check_foreign_template(tosca::Node n) {
+    std::string_view t = n.scalar();
+    size_t last_close = t.rfind("}}");  // one scan: the text may be long and hostile
+    if (last_close == std::string_view::npos)
+      return;
+    for (size_t at = t.find("{{"); at != std::string_view::npos && at < last_close;
+         at = t.find("{{", at + 2)) {
+      size_t i = at + 2;
+      while (i < t.size() && (t[i] == ' ' || t[i] == '-'))
+        ++i;
+      bool name =
+          i < t.size() && (std::isalpha(static_cast<unsigned char>(t[i])) != 0 || t[i] == '_');
+      if (!name || i >= last_close)
+        continue;
+      size_t end = t.find("}}", i) + 2;
+      diags_.warning(
+          "W0045", shifted(n, static_cast<uint32_t>(at)),
+          "\"" + base::printable(std::string(t.substr(at, std::min<size_t>(end - at, 60)))) +
+              "\" is another template language's; vnflow's expressions are ${...} "
+              "(this text is sent as written)");
+      return;
     }
   }
 

@@ -50,9 +50,15 @@ std::string fmt_seconds(double s) {
   return o.str();
 }
 
+// A quoted dot ID; a line break becomes dot's own "\n" (a backslash is escaped, so a label
+// shows what it holds).
 std::string dot_id(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
     if (c == '"' || c == '\\')
       out += '\\';
     out += c;
@@ -352,9 +358,9 @@ std::string render(const Machine& m, Format f) {
         for (const State* s : by_segment[seg]) {
           std::string label = s->name.substr(s->segment.size() + 1);
           if (s->kind == StateKind::kAction)
-            label += "\\n" + s->action + (s->for_each.empty() ? "" : " (for each)");
+            label += "\n" + s->action + (s->for_each.empty() ? "" : " (for each)");
           else
-            label += "\\n" + std::string(to_string(s->kind));
+            label += "\n" + std::string(to_string(s->kind));
           o << "    " << dot_id(s->name) << " [label=" << dot_id(label) << "];\n";
         }
         o << "  }\n";

@@ -170,6 +170,11 @@ TEST_CASE("every operation of the local demo compiles and round-trips through JS
   CHECK(inst->find("instantiate.create_stack") >= 0);
   CHECK(inst->find("instantiate.record") >= 0);
   CHECK(inst->find("instantiate_end.configure") >= 0);
+  // dot: a state's label breaks its line with dot's \n, escaped once (dot shows a line
+  // break, not a backslash).
+  auto dot = workflows::render(*inst, workflows::Format::kDot);
+  CHECK(dot.find("[label=\"configure\\nlocal.exec") != std::string::npos);
+  CHECK(dot.find("\\\\n") == std::string::npos);
   auto seq = workflows::render(*inst, workflows::Format::kSeqdiag);
   CHECK(seq.find("\"vnflow\" -> \"vnflow host\"") != std::string::npos);
   CHECK(seq.find("\"vnflow\" -> \"VnfInstance (vnflow DB)\"") != std::string::npos);
