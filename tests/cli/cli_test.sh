@@ -188,6 +188,28 @@ has "... naming its size and the limit" $err -F "request file \"$tmp/big.json\" 
 check_exit "a request on a pipe is bounded too" 1 bash -c "head -c 2000000 /dev/zero | tr '\\0' ' ' | \"\$0\" instance instantiate \"\$1\" --request /dev/stdin" "$vnflow" "$i"
 has "... saying so" $err -F 'is more than 1 MiB; the limit is 1 MiB'
 
+# A hook that loops for ever: one error, in the package's file, naming the loop (not one per
+# state, nor any in the built-in steps that lead into it).
+loop_pkg=$tmp/loop-pkg
+cp -r "$root/csar-samples/local-demo" "$loop_pkg"
+cat >"$loop_pkg/Workflows/instantiate_end.yaml" <<'EOF'
+description: a loop with no way out
+start: a
+states:
+  a:
+    action: local.exec
+    with: {command: ["true"]}
+    timeout: 10s
+    next: b
+  b:
+    wait: 1s
+    next: a
+EOF
+t_demo_manifest "$root" "$loop_pkg"
+check_exit "a looping hook does not compile" 1 "$vnflow" workflow check "$loop_pkg" --op instantiate
+check "... one W0031, in the hook's file, naming the loop" test "$(grep -c 'W0031' $err)" -eq 1
+has "... which counts the states leading into it" $err -F 'Workflows/instantiate_end.yaml:4:3: error: states "a", "b" loop with no way out: none reaches a succeed or fail state (8 other states lead only into it) [W0031]'
+
 # The action reference: the catalog's actions, each shown whole; docs/actions.md current.
 check_exit "action list" 0 "$vnflow" action list
 has "... names every action of the catalog, with what it talks to" $out -E '^ssh\.put +VMs +write a file'

@@ -315,13 +315,10 @@ class Compiler {
       }
     }
     for (size_t i = 0; i < n; ++i) {
-      const State& s = m_.states[i];
       if (!reach[i])
-        diags_.error("W0030", s.where, "state \"" + short_name(i) + "\" is unreachable");
-      else if (!term[i])
-        diags_.error("W0031", s.where,
-                     "state \"" + short_name(i) + "\" has no path to a succeed or fail state");
+        diags_.error("W0030", m_.states[i].where, "state \"" + short_name(i) + "\" is unreachable");
     }
+    report_stuck(reach, term, succ, pred);
     reach_ = std::move(reach);
     succ_ = std::move(succ);
     pred_ = std::move(pred);
@@ -486,6 +483,107 @@ class Compiler {
 
  private:
   std::string short_name(size_t i) const { return pending_[i].short_name; }
+
+  // W0031: the reachable states with no path to an end. Their successors are stuck too, so
+  // they drain into loops nothing leaves (the bottom strongly connected components of the
+  // stuck states): one error per loop, naming its states, at its first state; the states
+  // that only lead into a loop (the built-in steps before a looping hook, say) are counted in
+  // its message, not reported each.
+  void report_stuck(const std::vector<bool>& reach, const std::vector<bool>& term,
+                    const std::vector<std::vector<int>>& succ,
+                    const std::vector<std::vector<int>>& pred) {
+    size_t n = reach.size();
+    std::vector<bool> stuck(n);
+    size_t stuck_count = 0;
+    for (size_t i = 0; i < n; ++i) {
+      stuck[i] = reach[i] && !term[i];
+      stuck_count += stuck[i] ? 1 : 0;
+    }
+    if (stuck_count == 0)
+      return;
+    // Kosaraju, iteratively: finish order on succ, then components on pred.
+    std::vector<int> order;
+    std::vector<bool> seen(n, false);
+    for (size_t root = 0; root < n; ++root) {
+      if (!stuck[root] || seen[root])
+        continue;
+      std::vector<std::pair<int, size_t>> stack{{static_cast<int>(root), 0}};
+      seen[root] = true;
+      while (!stack.empty()) {
+        auto& [v, k] = stack.back();
+        const auto& out = succ[static_cast<size_t>(v)];
+        if (k < out.size()) {
+          int w = out[k++];
+          if (stuck[static_cast<size_t>(w)] && !seen[static_cast<size_t>(w)]) {
+            seen[static_cast<size_t>(w)] = true;
+            stack.push_back({w, 0});
+          }
+        } else {
+          order.push_back(v);
+          stack.pop_back();
+        }
+      }
+    }
+    std::vector<int> comp(n, -1);
+    int comps = 0;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      if (comp[static_cast<size_t>(*it)] >= 0)
+        continue;
+      std::vector<int> todo{*it};
+      comp[static_cast<size_t>(*it)] = comps;
+      while (!todo.empty()) {
+        int v = todo.back();
+        todo.pop_back();
+        for (int w : pred[static_cast<size_t>(v)]) {
+          if (stuck[static_cast<size_t>(w)] && comp[static_cast<size_t>(w)] < 0) {
+            comp[static_cast<size_t>(w)] = comps;
+            todo.push_back(w);
+          }
+        }
+      }
+      ++comps;
+    }
+    std::vector<bool> bottom(static_cast<size_t>(comps), true);
+    std::vector<std::vector<size_t>> members(static_cast<size_t>(comps));
+    for (size_t v = 0; v < n; ++v) {
+      if (!stuck[v])
+        continue;
+      members[static_cast<size_t>(comp[v])].push_back(v);
+      for (int w : succ[v]) {
+        if (comp[static_cast<size_t>(w)] != comp[v])
+          bottom[static_cast<size_t>(comp[v])] = false;
+      }
+    }
+    size_t in_loops = 0;
+    for (int c = 0; c < comps; ++c)
+      in_loops += bottom[static_cast<size_t>(c)] ? members[static_cast<size_t>(c)].size() : 0;
+    for (int c = 0; c < comps; ++c) {
+      const auto& ms = members[static_cast<size_t>(c)];
+      if (!bottom[static_cast<size_t>(c)])
+        continue;
+      std::string msg;
+      const auto& own = succ[ms[0]];
+      if (ms.size() == 1 &&
+          std::find(own.begin(), own.end(), static_cast<int>(ms[0])) == own.end()) {
+        msg = "state \"" + short_name(ms[0]) + "\" has no path to a succeed or fail state";
+      } else if (ms.size() == 1) {
+        msg = "state \"" + short_name(ms[0]) + "\" loops on itself with no way out";
+      } else {
+        std::string names;
+        for (size_t k = 0; k < ms.size() && k < 8; ++k)
+          names += (k == 0 ? "\"" : ", \"") + short_name(ms[k]) + "\"";
+        if (ms.size() > 8)
+          names += " and " + std::to_string(ms.size() - 8) + " more";
+        msg = "states " + names + " loop with no way out";
+      }
+      if (ms.size() > 1 || msg.find(" loops ") != std::string::npos)
+        msg += ": none reaches a succeed or fail state";
+      if (stuck_count > in_loops)
+        msg += " (" + std::to_string(stuck_count - in_loops) + " other state" +
+               (stuck_count - in_loops == 1 ? "" : "s") + " lead only into it)";
+      diags_.error("W0031", m_.states[ms[0]].where, msg);
+    }
+  }
 
   static std::vector<int> edges(const State& s) {
     std::vector<int> out;
