@@ -7,6 +7,8 @@
 #     catalog's nfv-orchestration endpoint is the daemon;
 #   - no token, a made-up token and a revoked one get 401, tester's token (member on vnf,
 #     no admin role) 403, as do the same through `openstack` (exit 1 with the detail);
+#   - SIGHUP with a service user Keystone refuses is refused (tokens still validated), one
+#     that logs in is taken;
 #   - Keystone stopped: a token not yet cached gets 503, a cached one still works;
 #   - no token or password appears in the daemon's log or in any answer.
 #   tests/api/api_keystone_test.sh VNFLOW_BINARY SOURCE_ROOT
@@ -115,6 +117,21 @@ check "a revoked token: 401" test "$code" = 401
 
 # Keystone down: a cached token still works, a new one gets 503 (not 401: it may be valid).
 fresh=$(token admin "$admin_pw" admin)
+# SIGHUP with a service user Keystone refuses: the reload is refused whole and the old
+# service user goes on validating; then one that logs in is taken.
+printf 'user admin\npassword wrong-%s\nproject admin\n' "$RANDOM" >"$T_DIR/auth"
+kill -HUP "$daemon_pid"
+refused() { grep -q 'reload refused.*new Keystone service user cannot log in' "$T_DIR/daemon.log"; }
+check "a reload whose service user cannot log in is refused" wait_until 20 refused
+get "$(token admin "$admin_pw" admin)"
+check "... a new token is still validated: 200" test "$code" = 200
+printf 'user admin\npassword %s\nproject admin\n' "$admin_pw" >"$T_DIR/auth"
+kill -HUP "$daemon_pid"
+check "a reload with a service user that logs in is taken" \
+  wait_until 20 grep -q 'api: reloaded the credentials file' "$T_DIR/daemon.log"
+get "$(token admin "$admin_pw" admin)"
+check "... and validates: 200" test "$code" = 200
+
 bash "$root/tools/openstack/stop.sh" "$osdir" >/dev/null 2>&1
 get "$admin_token"
 check "Keystone stopped: a cached token still gets 200" test "$code" = 200
