@@ -81,6 +81,7 @@ struct ActionSpec {
   std::string description;   // one line
   std::string participant;   // who the action talks to: vnflow, Heat, VMs, VIM
   bool side_effects = true;  // needs a timeout; dispatch is checkpointed before it runs
+  std::string redispatch;    // what a call dispatched again after a crash does
   std::vector<Field> inputs;
   std::vector<std::vector<std::string>> one_of;  // exactly one of each group is required
   // Inputs a shell runs as script text: a string, or an argv list whose shell script is

@@ -115,11 +115,10 @@ kapi -X DELETE -H "X-Subject-Token: $revoked" "$kurl/auth/tokens" >/dev/null
 get "$revoked"
 check "a revoked token: 401" test "$code" = 401
 
-# Keystone down: a cached token still works, a new one gets 503 (not 401: it may be valid).
-fresh=$(token admin "$admin_pw" admin)
 # SIGHUP with a service user Keystone refuses: the reload is refused whole and the old
 # service user goes on validating; then one that logs in is taken.
-printf 'user admin\npassword wrong-%s\nproject admin\n' "$RANDOM" >"$T_DIR/auth"
+wrong_pw=wrong-$RANDOM$RANDOM
+printf 'user admin\npassword %s\nproject admin\n' "$wrong_pw" >"$T_DIR/auth"
 kill -HUP "$daemon_pid"
 refused() { grep -q 'reload refused.*new Keystone service user cannot log in' "$T_DIR/daemon.log"; }
 check "a reload whose service user cannot log in is refused" wait_until 20 refused
@@ -132,13 +131,15 @@ check "a reload with a service user that logs in is taken" \
 get "$(token admin "$admin_pw" admin)"
 check "... and validates: 200" test "$code" = 200
 
+# Keystone down: a cached token still works, a new one gets 503 (not 401: it may be valid).
+fresh=$(token admin "$admin_pw" admin)
 bash "$root/tools/openstack/stop.sh" "$osdir" >/dev/null 2>&1
 get "$admin_token"
 check "Keystone stopped: a cached token still gets 200" test "$code" = 200
 get "$fresh"
 check "Keystone stopped: an uncached token gets 503" test "$code" = 503
 
-for secret in "$admin_pw" "$admin_token" "$tester_token" "$fresh" "$revoked"; do
+for secret in "$admin_pw" "$admin_token" "$tester_token" "$fresh" "$revoked" "$wrong_pw"; do
   hasnt "no secret in the daemon's log" "$T_DIR/daemon.log" -F -- "$secret"
   hasnt "no secret in an answer" "$T_DIR/answers" -F -- "$secret"
 done

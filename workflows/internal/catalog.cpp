@@ -101,7 +101,7 @@ std::string line_comment(std::string_view text, uint32_t line) {
   if (hash == std::string_view::npos)
     return {};
   std::string_view c = row.substr(hash + 2);
-  while (!c.empty() && (c.front() == ' ' || c.front() == '#'))
+  while (!c.empty() && c.front() == ' ')
     c.remove_prefix(1);
   while (!c.empty() && (c.back() == ' ' || c.back() == '\r'))
     c.remove_suffix(1);
@@ -123,7 +123,7 @@ std::vector<Field> parse_fields(tosca::Node m,
     f.name = name;
     f.type = parse_type_name(m.value(i).scalar(), lookup);
     BASE_CHECK(f.type != nullptr);  // the shipped catalog is checked by the unit tests
-    f.doc = line_comment(text, m.value(i).location().line);
+    f.doc = line_comment(text, m.key(i).location().line);
     out.push_back(std::move(f));
   }
   return out;
@@ -157,6 +157,8 @@ std::shared_ptr<const ActionCatalog::Data> load_builtin() {
     spec.description = std::string(a.get("description").scalar());
     spec.participant = std::string(a.get("participant").scalar());
     spec.side_effects = a.get("side_effects").scalar() == "true";
+    spec.redispatch = std::string(a.get("redispatch").scalar());
+    BASE_CHECK(spec.side_effects == !spec.redispatch.empty());  // each says what it does
     if (a.get("inputs"))
       spec.inputs = parse_fields(a.get("inputs"), lookup, text);
     if (a.get("outputs"))

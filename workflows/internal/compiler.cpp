@@ -554,9 +554,11 @@ class Compiler {
           bottom[static_cast<size_t>(comp[v])] = false;
       }
     }
-    size_t in_loops = 0;
-    for (int c = 0; c < comps; ++c)
+    size_t in_loops = 0, loops = 0;
+    for (int c = 0; c < comps; ++c) {
       in_loops += bottom[static_cast<size_t>(c)] ? members[static_cast<size_t>(c)].size() : 0;
+      loops += bottom[static_cast<size_t>(c)] ? 1 : 0;
+    }
     for (int c = 0; c < comps; ++c) {
       const auto& ms = members[static_cast<size_t>(c)];
       if (!bottom[static_cast<size_t>(c)])
@@ -578,9 +580,12 @@ class Compiler {
       }
       if (ms.size() > 1 || msg.find(" loops ") != std::string::npos)
         msg += ": none reaches a succeed or fail state";
-      if (stuck_count > in_loops)
-        msg += " (" + std::to_string(stuck_count - in_loops) + " other state" +
-               (stuck_count - in_loops == 1 ? "" : "s") + " lead only into it)";
+      if (stuck_count > in_loops) {
+        size_t others = stuck_count - in_loops;
+        msg += " (" + std::to_string(others) + " other state" +
+               (others == 1 ? " leads" : "s lead") +
+               (loops == 1 ? " only into it)" : " only into loops like it)");
+      }
       diags_.error("W0031", m_.states[ms[0]].where, msg);
     }
   }
@@ -974,19 +979,34 @@ class Compiler {
   // reported.
   void check_foreign_template(tosca::Node n) {
     std::string_view t = n.scalar();
-    size_t last_close = t.rfind("}}");  // one scan: the text may be long and hostile
-    if (last_close == std::string_view::npos)
-      return;
-    for (size_t at = t.find("{{"); at != std::string_view::npos && at < last_close;
-         at = t.find("{{", at + 2)) {
+    auto ident = [](char c, bool first) {
+      return std::isalpha(static_cast<unsigned char>(c)) != 0 || c == '_' ||
+             (!first && (std::isdigit(static_cast<unsigned char>(c)) != 0 || c == '.'));
+    };
+    // Each character is looked at by at most one tag's scan: linear in the text.
+    for (size_t at = t.find("{{"); at != std::string_view::npos; at = t.find("{{", at + 2)) {
+      // ${{ ... }} (GitHub Actions, or $${{ written to mean it) is not Jinja.
+      if (at > 0 && t[at - 1] == '$')
+        continue;
       size_t i = at + 2;
       while (i < t.size() && (t[i] == ' ' || t[i] == '-'))
         ++i;
-      bool name =
-          i < t.size() && (std::isalpha(static_cast<unsigned char>(t[i])) != 0 || t[i] == '_');
-      if (!name || i >= last_close)
+      // Jinja's {{ name }}, {{ a.b }}, {{ name | filter }}: a bare dotted name, then the end
+      // or a filter. Go templates ({{.X}}, {{json .X}}, {{ if .Values.x }}) have an argument.
+      if (i >= t.size() || !ident(t[i], true))
         continue;
-      size_t end = t.find("}}", i) + 2;
+      size_t j = i + 1;
+      while (j < t.size() && ident(t[j], false))
+        ++j;
+      std::string_view word = t.substr(i, j - i);
+      if (word == "end" || word == "else" || word == "break" || word == "continue")
+        continue;  // a Go template's own words
+      while (j < t.size() && (t[j] == ' ' || t[j] == '-'))
+        ++j;
+      if (t.compare(j, 2, "}}") != 0 && (j >= t.size() || t[j] != '|'))
+        continue;
+      size_t end = std::min(
+          t.size(), t.find("}}", j) == std::string_view::npos ? j + 1 : t.find("}}", j) + 2);
       diags_.warning(
           "W0045", shifted(n, static_cast<uint32_t>(at)),
           "\"" + base::printable(std::string(t.substr(at, std::min<size_t>(end - at, 60)))) +
