@@ -6,6 +6,7 @@
 #include <thread>
 #include <tuple>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -669,6 +670,19 @@ LogFields::~LogFields() {
 
 const std::vector<LogFields::Field>& LogFields::current() {
   return t_log_fields;
+}
+
+bool is_loopback_host(std::string_view host) {
+  if (host == "localhost")
+    return true;
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  unsigned char a[16] = {};
+  if (::inet_pton(AF_INET, std::string(host).c_str(), a) == 1)
+    return a[0] == 127;
+  std::string v6(host.substr(0, host.find('%')));  // an IPv6 zone names no other host
+  return ::inet_pton(AF_INET6, v6.c_str(), a) == 1 &&
+         std::memcmp(a, &in6addr_loopback, sizeof a) == 0;
 }
 
 }  // namespace base

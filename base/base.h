@@ -196,6 +196,10 @@ class Diagnostics {
 // Closest candidate within a small edit distance, for "did you mean" hints; empty if none.
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
 
+// Whether a host (a name, an IPv4 address, an IPv6 address with or without [] and a %scope)
+// is this machine's loopback: "localhost", 127.0.0.0/8 or ::1.
+bool is_loopback_host(std::string_view host);
+
 // ---------------------------------------------------------------------------------------
 // Digests (SHA-2 family)
 

@@ -183,19 +183,27 @@ Exchanged exchange(asio::io_context& io, Stream& stream, beast::tcp_stream& lowe
   return out;
 }
 
+// `a` as a Network of one host (IPv4 in the first 4 bytes, prefix 32 or 128).
+Network host_network(const asio::ip::address& a) {
+  Network n;
+  n.v6 = a.is_v6();
+  if (n.v6) {
+    n.bytes = a.to_v6().to_bytes();
+  } else {
+    auto b = a.to_v4().to_bytes();
+    std::copy(b.begin(), b.end(), n.bytes.begin());
+  }
+  n.prefix = n.v6 ? 128 : 32;
+  return n;
+}
+
 // Whether `a` is in one of `allow` (empty: any).
 bool allowed(const std::vector<Network>& allow, asio::ip::address a) {
   if (allow.empty())
     return true;
   if (a.is_v6() && a.to_v6().is_v4_mapped())
     a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
-  std::array<unsigned char, 16> bytes{};
-  if (a.is_v4()) {
-    auto b = a.to_v4().to_bytes();
-    std::copy(b.begin(), b.end(), bytes.begin());
-  } else {
-    bytes = a.to_v6().to_bytes();
-  }
+  const std::array<unsigned char, 16> bytes = host_network(a).bytes;
   for (const Network& n : allow) {
     if (n.v6 != a.is_v6())
       continue;
@@ -463,16 +471,8 @@ base::Result<Network> parse_network(std::string_view text) {
   auto a = boost::asio::ip::make_address(std::string(addr), ec);
   if (ec)
     return bad();
-  Network n;
-  n.v6 = a.is_v6();
-  if (n.v6) {
-    n.bytes = a.to_v6().to_bytes();
-  } else {
-    auto b = a.to_v4().to_bytes();
-    std::copy(b.begin(), b.end(), n.bytes.begin());
-  }
-  int max = n.v6 ? 128 : 32;
-  n.prefix = max;
+  Network n = http::host_network(a);
+  int max = n.prefix;
   if (!len.empty() || addr.size() != text.size()) {
     if (len.empty() || len.size() > 3 ||
         !std::all_of(len.begin(), len.end(), [](char c) { return c >= '0' && c <= '9'; }))

@@ -41,11 +41,7 @@ using tcp = net::ip::tcp;
 // Options
 
 bool is_loopback(std::string_view address) {
-  if (address == "localhost" || address == "::1" || address == "[::1]")
-    return true;
-  boost::system::error_code ec;
-  auto a = net::ip::make_address(std::string(address), ec);
-  return !ec && a.is_loopback();
+  return base::is_loopback_host(address);
 }
 
 base::Status parse_listen(std::string_view text, ServerOptions& o) {

@@ -18,6 +18,10 @@ base::Status check_text(const char* what, const std::string& s, size_t max);
 // An operation's error ({state, class, message}) as a SOL ProblemDetails.
 json::object op_problem(const json::value& error);
 
+// Whether notice `n` is an operation's result (COMPLETED, FAILED_TEMP, FAILED, ROLLED_BACK:
+// notificationStatus RESULT), not its start (STARTING, PROCESSING, ROLLING_BACK).
+bool is_result_notice(const NoticeRecord& n);
+
 // SOL003's result members of an operation occurrence, those present: resourceChanges
 // (affectedVnfcs, the VNFCs it added, removed or moved since it began, as of when it last
 // settled) and changedInfo (what a completed modify_info changed, secrets as "***").

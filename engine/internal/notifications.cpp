@@ -2,11 +2,9 @@
 // subscription hears of, and the notification bodies (docs/notifications.md). Pure rules;
 // the sender is notifier.cpp, the notices are written by the stores.
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <initializer_list>
 #include <map>
-#include <set>
 #include <string>
 #include <string_view>
 
@@ -28,14 +26,7 @@ bool loopback_host(std::string_view uri) {
   } else if (size_t colon = host.rfind(':'); colon != std::string_view::npos) {
     host = host.substr(0, colon);
   }
-  if (host == "localhost")
-    return true;
-  auto n = actions::parse_network(host);
-  if (!n.ok())
-    return false;
-  static const std::array<unsigned char, 16> kV6Loopback = {0, 0, 0, 0, 0, 0, 0, 0,
-                                                            0, 0, 0, 0, 0, 0, 0, 1};
-  return n.value().v6 ? n.value().bytes == kV6Loopback : n.value().bytes[0] == 127;
+  return base::is_loopback_host(host);
 }
 
 constexpr size_t kMaxUriBytes = 2048;
@@ -518,6 +509,11 @@ bool subscription_matches(const SubscriptionRecord& s, const NoticeRecord& n) {
          in_list(f, "usageState", subject_text(n, "usage_state")) && products_match(f, n);
 }
 
+bool is_result_notice(const NoticeRecord& n) {
+  return n.kind == "op" && n.state != "STARTING" && n.state != "PROCESSING" &&
+         n.state != "ROLLING_BACK";
+}
+
 json::object notification_body(const SubscriptionRecord& s, const NoticeRecord& n,
                                std::string_view base_url, const OpRecord* op) {
   std::string_view type = notification_type(n);
@@ -528,8 +524,8 @@ json::object notification_body(const SubscriptionRecord& s, const NoticeRecord& 
                  {"timeStamp", iso_time(n.at_ms)}};
   json::object links{{"subscription", json::object{{"href", base + "/subscriptions/" + s.id}}}};
   if (type == kLcmOccNotification) {
-    static const std::set<std::string_view> kStart = {"STARTING", "PROCESSING", "ROLLING_BACK"};
-    o["notificationStatus"] = kStart.count(n.state) ? "START" : "RESULT";
+    bool result = is_result_notice(n);
+    o["notificationStatus"] = result ? "RESULT" : "START";
     o["operationState"] = n.state;
     o["vnfInstanceId"] = n.instance_id;
     o["operation"] = sol_operation(n.operation);
@@ -540,7 +536,7 @@ json::object notification_body(const SubscriptionRecord& s, const NoticeRecord& 
     if (n.error.is_object() &&
         (n.state == "FAILED_TEMP" || n.state == "FAILED" || n.state == "ROLLED_BACK"))
       o["error"] = op_problem(n.error);
-    if (op != nullptr && op->id == n.op_id && !kStart.count(n.state) && s.verbosity != "SHORT") {
+    if (op != nullptr && op->id == n.op_id && result && s.verbosity != "SHORT") {
       json::object r = op_results(*op);
       if (const json::value* rc = r.if_contains("resourceChanges")) {
         if (const json::value* a = rc->get_object().if_contains("affectedVnfcs"))

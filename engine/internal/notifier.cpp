@@ -457,8 +457,7 @@ struct Notifier::Impl {
         }
         // A result's body carries the operation's changes, read from its record.
         std::optional<OpRecord> op;
-        if (n.kind == "op" && n.state != "STARTING" && n.state != "PROCESSING" &&
-            n.state != "ROLLING_BACK") {
+        if (is_result_notice(n)) {
           auto got_op = store.get_op(n.op_id);
           if (got_op.ok()) {
             op = std::move(got_op).value();

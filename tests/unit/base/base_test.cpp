@@ -78,6 +78,14 @@ TEST_CASE("UTF-8 validation finds a bad byte anywhere in long ASCII text", "[bas
   }
 }
 
+TEST_CASE("is_loopback_host: localhost, 127.0.0.0/8 and ::1 only", "[base]") {
+  for (const char* h : {"localhost", "127.0.0.1", "127.1.2.3", "::1", "[::1]", "::1%lo"})
+    CHECK(base::is_loopback_host(h));
+  for (const char* h : {"10.0.0.1", "0.0.0.0", "::", "::ffff:127.0.0.1", "example.com",
+                        "127.0.0.1.example.com", "127.0.0.1%lo", "", "[127.0.0.1"})
+    CHECK_FALSE(base::is_loopback_host(h));
+}
+
 TEST_CASE("closest_match suggests only near misses", "[base]") {
   std::vector<std::string> c = {"properties", "requirements", "interfaces"};
   CHECK(base::closest_match("propertis", c) == "properties");
