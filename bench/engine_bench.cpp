@@ -245,7 +245,8 @@ struct Bed {
   }
   ~Bed() {
     store.reset();
-    remove_db(path);
+    if (std::getenv("BENCH_KEEP_DB") == nullptr)  // BENCH_KEEP_DB=1: kept for inspection
+      remove_db(path);
   }
 
   void put_machine(const workflows::Machine& m) {

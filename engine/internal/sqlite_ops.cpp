@@ -171,8 +171,10 @@ base::Status SqliteStore::create_op(const OpRecord& rec) {
         w_.exec("ROLLBACK");
         return base::Status::FailedPrecondition(msg);
       }
+      // num: the operation's number in creation order (sqlite_store.cpp, EVENTS_COLUMNS).
       SQLite::Statement ins(w_, std::string("INSERT INTO ops(") + kOpColumns +
-                                    ") VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, 0, ?, ?)");
+                                    ", num) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, 0, ?, ?,"
+                                    " (SELECT COALESCE(MAX(num), 0) + 1 FROM ops))");
       ins.bind(1, rec.id);
       ins.bind(2, rec.instance_id);
       ins.bind(3, rec.operation);
@@ -362,8 +364,9 @@ base::Result<json::object> SqliteStore::outputs(std::string_view op_id) {
       std::string state = q.getColumn(0).getString();
       out[state] = sealer_.open_output(q.getColumn(1).getString(), prefix + state);
     }
-    SQLite::Statement e(
-        r_, "SELECT outputs FROM events WHERE op_id = ? AND outputs IS NOT NULL ORDER BY seq");
+    SQLite::Statement e(r_,
+                        "SELECT outputs FROM events WHERE opn = (SELECT num FROM ops WHERE id = ?)"
+                        " AND outputs IS NOT NULL ORDER BY seq");
     e.bind(1, std::string(op_id));
     while (e.executeStep()) {
       json::value o = parse_or_null(e.getColumn(0).getString());
@@ -386,8 +389,9 @@ base::Result<std::vector<EventRecord>> SqliteStore::history(std::string_view op_
   std::vector<EventRecord> out;
   base::Status s = guard([&] {
     SQLite::Statement q(r_,
-                        "SELECT op_id, seq, at_ms, kind, state, item, attempt, key, data,"
-                        " started_ms FROM events WHERE op_id = ? ORDER BY seq");
+                        "SELECT o.id, e.seq, e.at_ms, e.kind, e.state, e.item, e.attempt, e.key,"
+                        " e.data, e.started_ms FROM ops o JOIN events e ON e.opn = o.num"
+                        " WHERE o.id = ? ORDER BY e.seq");
     q.bind(1, std::string(op_id));
     while (q.executeStep()) {
       EventRecord e;

@@ -148,13 +148,13 @@ base::Status SqliteStore::delete_vim(std::string_view id) {
 // each state's text sealed for its own owner. Inside rotate_key's transaction.
 base::Status SqliteStore::reseal_event_outputs() {
   struct Row {
-    std::string op_id;
-    int64_t seq;
+    int64_t id;
     std::string outputs;
   };
   std::vector<Row> changed;
-  SQLite::Statement q(
-      w_, "SELECT op_id, seq, outputs FROM events WHERE instr(outputs, 'vnflow-sealed:') > 0");
+  SQLite::Statement q(w_,
+                      "SELECT o.id, e.id, e.outputs FROM events e JOIN ops o ON o.num = e.opn"
+                      " WHERE instr(e.outputs, 'vnflow-sealed:') > 0");
   while (q.executeStep()) {
     std::string op_id = text(q, 0);
     json::value o = parse_or_null(text(q, 2));
@@ -175,13 +175,12 @@ base::Status SqliteStore::reseal_event_outputs() {
       }
     }
     if (any)
-      changed.push_back({op_id, q.getColumn(1).getInt64(), json::serialize(o)});
+      changed.push_back({q.getColumn(1).getInt64(), json::serialize(o)});
   }
   for (const auto& r : changed) {
-    SQLite::Statement u(w_, "UPDATE events SET outputs = ?3 WHERE op_id = ?1 AND seq = ?2");
-    u.bind(1, r.op_id);
-    u.bind(2, r.seq);
-    u.bind(3, r.outputs);
+    SQLite::Statement u(w_, "UPDATE events SET outputs = ?2 WHERE id = ?1");
+    u.bind(1, r.id);
+    u.bind(2, r.outputs);
     u.exec();
   }
   return base::Status::Ok();

@@ -18,7 +18,24 @@ namespace engine::internal {
 
 namespace {
 
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
+
+// The events table (schema 7): rows in commit order (`id`), found through the operation's
+// number (`opn` = ops.num, given in creation order) by the index events_by_op. A group commit
+// of P running operations then appends its events to the table's last pages and touches the
+// index where the running operations' numbers sit together, instead of one page of a
+// (op_id, seq)-keyed table per operation: 7x fewer bytes written per commit with 200 running
+// operations (bench/engine_bench, concurrent).
+#define EVENTS_COLUMNS                                                                      \
+  "id INTEGER PRIMARY KEY, opn INTEGER NOT NULL, seq INTEGER NOT NULL,"                     \
+  " at_ms INTEGER NOT NULL, kind TEXT NOT NULL, state TEXT, item INTEGER, attempt INTEGER," \
+  " key TEXT, data TEXT, outputs TEXT, started_ms INTEGER"
+
+// What refers to columns a migration adds: made once the migrations ran.
+constexpr const char* kSchemaAfterMigrations = R"SQL(
+CREATE UNIQUE INDEX IF NOT EXISTS ops_num ON ops(num);
+CREATE UNIQUE INDEX IF NOT EXISTS events_by_op ON events(opn, seq);
+)SQL";
 
 constexpr const char* kSchema =
     R"SQL(
@@ -39,7 +56,7 @@ CREATE TABLE IF NOT EXISTS ops(
   machine TEXT NOT NULL REFERENCES machines(digest), package_digest TEXT NOT NULL,
   request TEXT NOT NULL, error TEXT, cursor TEXT, owner TEXT,
   cancel_requested INTEGER NOT NULL DEFAULT 0, wake_at_ms INTEGER NOT NULL DEFAULT 0,
-  created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL);
+  created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, num INTEGER);
 DROP INDEX IF EXISTS ops_one_open_per_instance;
 DROP INDEX IF EXISTS ops_active;
 -- Partial indexes spell their conditions with OR: SQLite evaluates "state IN (...)" in an
@@ -55,10 +72,7 @@ CREATE TABLE IF NOT EXISTS outputs(
   op_id TEXT NOT NULL, state TEXT NOT NULL, value TEXT NOT NULL,
   PRIMARY KEY(op_id, state)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS ops_by_instance ON ops(instance_id, created_ms);
-CREATE TABLE IF NOT EXISTS events(
-  op_id TEXT NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL, kind TEXT NOT NULL,
-  state TEXT, item INTEGER, attempt INTEGER, key TEXT, data TEXT, outputs TEXT,
-  started_ms INTEGER, PRIMARY KEY(op_id, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events()SQL" EVENTS_COLUMNS R"SQL();
 CREATE TABLE IF NOT EXISTS vims(
   id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, type TEXT NOT NULL,
   summary TEXT NOT NULL, sealed TEXT NOT NULL, extra TEXT NOT NULL,
@@ -223,16 +237,93 @@ std::string text(SQLite::Statement& st, int i) {
 SqliteStore::SqliteStore(const std::string& path)
     : sealer_(path + ".key"),
       w_(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX, 10000),
-      r_(path, SQLite::OPEN_READWRITE | SQLite::OPEN_FULLMUTEX, 10000) {}
+      r_(path, SQLite::OPEN_READWRITE | SQLite::OPEN_FULLMUTEX, 10000),
+      checkpointer_(path) {}
+
+Checkpointer::~Checkpointer() {
+  stop();
+}
+
+void Checkpointer::attach(sqlite3* db) {
+  attached_ = db;
+  sqlite3_wal_hook(db, &Checkpointer::on_commit, this);
+}
+
+void Checkpointer::stop() {
+  if (attached_ != nullptr) {
+    sqlite3_wal_hook(attached_, nullptr, nullptr);
+    attached_ = nullptr;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+int Checkpointer::on_commit(void* self, sqlite3* db, const char* name, int pages) {
+  auto* c = static_cast<Checkpointer*>(self);
+  if (pages >= kInlinePages) {
+    sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    return SQLITE_OK;
+  }
+  if (pages < kBackgroundPages)
+    return SQLITE_OK;
+  std::lock_guard<std::mutex> lock(c->mu_);
+  if (c->stopping_)
+    return SQLITE_OK;
+  c->wanted_ = true;
+  if (!c->thread_.joinable()) {
+    try {
+      c->thread_ = std::thread([c] { c->run(); });
+    } catch (const std::exception&) {
+      // No thread: checkpoint here, as SQLite's automatic checkpoint would.
+      c->wanted_ = false;
+      sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      return SQLITE_OK;
+    }
+  }
+  c->cv_.notify_one();
+  return SQLITE_OK;
+}
+
+void Checkpointer::run() {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path_.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) !=
+      SQLITE_OK) {
+    sqlite3_close(db);
+    db = nullptr;  // the writer's inline checkpoint (kInlinePages) bounds the log
+  } else if (sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) !=
+             SQLITE_OK) {
+    // A connection checkpoints only once it has read the database (and so knows its log).
+    sqlite3_close(db);
+    db = nullptr;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return wanted_ || stopping_; });
+    if (stopping_)
+      break;
+    wanted_ = false;
+    lock.unlock();
+    if (db != nullptr)
+      sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    lock.lock();
+  }
+  lock.unlock();
+  sqlite3_close(db);
+}
 
 base::Status SqliteStore::init() {
   return guard([&] {
     w_.exec("PRAGMA journal_mode=WAL");
     w_.exec("PRAGMA synchronous=FULL");
-    // A bigger page cache and fewer, larger checkpoints: group commits touch many ops
-    // rows and event pages at once.
+    // A bigger page cache and fewer, larger checkpoints, off the commit path (Checkpointer):
+    // group commits touch many ops rows and event pages at once.
     w_.exec("PRAGMA cache_size=-32768");
-    w_.exec("PRAGMA wal_autocheckpoint=4000");
+    checkpointer_.attach(w_.getHandle());
     w_.exec("PRAGMA foreign_keys=ON");
     r_.exec("PRAGMA foreign_keys=ON");
     w_.exec("BEGIN IMMEDIATE");
@@ -284,6 +375,23 @@ base::Status SqliteStore::init() {
           add_column("events", "started_ms INTEGER");
         }
         // 5 -> 6: subscriptions and notices, new tables and triggers (kSchema makes them).
+        if (v < 7) {
+          // 6 -> 7: operations get numbers in creation order, and events are kept in
+          // commit order and found by that number (EVENTS_COLUMNS). Events of an operation
+          // that no longer exists are not carried over (nothing could read them).
+          add_column("ops", "num INTEGER");
+          w_.exec(
+              "UPDATE ops SET num = r.k FROM (SELECT id, ROW_NUMBER() OVER"
+              " (ORDER BY created_ms, id) AS k FROM ops) AS r WHERE r.id = ops.id");
+          w_.exec("CREATE TABLE events_v7(" EVENTS_COLUMNS ")");
+          w_.exec(
+              "INSERT INTO events_v7(opn, seq, at_ms, kind, state, item, attempt, key, data,"
+              " outputs, started_ms) SELECT o.num, e.seq, e.at_ms, e.kind, e.state, e.item,"
+              " e.attempt, e.key, e.data, e.outputs, e.started_ms FROM events e"
+              " JOIN ops o ON o.id = e.op_id ORDER BY o.num, e.seq");
+          w_.exec("DROP TABLE events");
+          w_.exec("ALTER TABLE events_v7 RENAME TO events");
+        }
         if (v < kSchemaVersion)
           w_.exec("UPDATE meta SET value = '" + std::to_string(kSchemaVersion) +
                   "' WHERE key = 'schema_version'");
@@ -293,6 +401,7 @@ base::Status SqliteStore::init() {
         ins.exec();
       }
       q.reset();
+      w_.exec(kSchemaAfterMigrations);
       base::Status ks = check_key();
       if (!ks.ok()) {
         w_.exec("ROLLBACK");
@@ -321,8 +430,9 @@ base::Status SqliteStore::init() {
         w_, "INSERT OR REPLACE INTO outputs(op_id, state, value) VALUES(?, ?, ?)");
     ins_event_ = std::make_unique<SQLite::Statement>(
         w_,
-        "INSERT INTO events(op_id, seq, at_ms, kind, state, item, attempt, key, data, outputs,"
-        " started_ms) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        "INSERT INTO events(opn, seq, at_ms, kind, state, item, attempt, key, data, outputs,"
+        " started_ms) VALUES((SELECT num FROM ops WHERE id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+        " ?9, ?10, ?11)");
     upd_inst_ = std::make_unique<SQLite::Statement>(
         w_, "UPDATE instances SET instantiation_state = ?2, record = ?3 WHERE id = ?1");
     return base::Status::Ok();
@@ -557,7 +667,7 @@ base::Status SqliteStore::delete_instance(std::string_view id) {
         return base::Status::FailedPrecondition(msg);
       }
       for (const char* sql :
-           {"DELETE FROM events WHERE op_id IN (SELECT id FROM ops WHERE instance_id = ?)",
+           {"DELETE FROM events WHERE opn IN (SELECT num FROM ops WHERE instance_id = ?)",
             "DELETE FROM outputs WHERE op_id IN (SELECT id FROM ops WHERE instance_id = ?)",
             "DELETE FROM ops WHERE instance_id = ?", "DELETE FROM instances WHERE id = ?"}) {
         SQLite::Statement d(w_, sql);

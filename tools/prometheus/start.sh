@@ -133,12 +133,20 @@ ours() {
 port_busy() {
   (: <>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null
 }
+# Whether PID still runs (a zombie does not). Not `ours`: between the fork and
+# the exec the child's command line is still this script's, and a loaded machine
+# can keep it there for a while.
+alive() {
+  local st
+  st=$(sed -n 's/^[0-9]* (.*) \([A-Za-z]\) .*/\1/p' "/proc/$1/stat" 2>/dev/null) || return 1
+  [[ -n $st && $st != Z && $st != X ]]
+}
 # Polls /-/ready until WAIT seconds have passed; fails early when PID has exited.
 wait_ready() {
   local n
   for ((n = 0; n < WAIT * 5; n++)); do
     if curl -fsS -o /dev/null --max-time 1 "$URL/-/ready" 2>/dev/null; then return 0; fi
-    ours "$1" || return 1 # exited (a zombie has no command line)
+    alive "$1" || return 1
     sleep 0.2
   done
   return 1
@@ -202,14 +210,14 @@ pid=$!
 echo "$pid" >"$DIR/prometheus.pid"
 
 if ! wait_ready "$pid"; then
-  if ours "$pid"; then
+  if alive "$pid"; then
     echo "prometheus: not ready on $URL after ${WAIT}s; last lines of $DIR/prometheus.log:" >&2
   else
     echo "prometheus: exited before it was ready; last lines of $DIR/prometheus.log:" >&2
   fi
   tail -n 20 "$DIR/prometheus.log" >&2
   kill -TERM "$pid" 2>/dev/null || true
-  for ((n = 0; n < 25; n++)); do ours "$pid" || break; sleep 0.2; done
+  for ((n = 0; n < 25; n++)); do alive "$pid" || break; sleep 0.2; done
   kill -KILL "$pid" 2>/dev/null || true
   rm -f "$DIR/prometheus.pid"
   exit 1

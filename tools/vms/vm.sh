@@ -390,7 +390,7 @@ cmd_up() {
     /bin/bash -c 'echo $$ >"$0/holder.pid.tmp" && mv "$0/holder.pid.tmp" "$0/holder.pid" && exec -a "vnfvm-hold:$1" sleep "$2"' \
     "$d" "$name" "$LIFETIME" </dev/null >/dev/null 2>"$d/holder.stderr" 8>&- 9>&- &
   disown $!
-  for ((i = 0; i < 100; i++)); do
+  for ((i = 0; i < 500; i++)); do # 10 s: a loaded machine can be slow to exec
     hpid=$(cat "$d/holder.pid" 2>/dev/null || true)
     [[ -n $hpid && $(tr '\0' ' ' 2>/dev/null <"/proc/$hpid/cmdline") == "vnfvm-hold:$name "* ]] && break
     hpid=

@@ -1,13 +1,16 @@
 // Regression tests for the holes the hardening issue lists (secrets at rest, keys, VIM
 // ownership, bounds, keys per loop pass, the poison-step guard, fencing), on real SQLite
 // files and the real executor.
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
@@ -511,7 +514,80 @@ TEST_CASE("state outputs: sealed at rest, read back after a restart and a key ro
   CHECK(vnflow_test::at_rest(f.tdb).find("out-pw-Q7") == std::string::npos);
 }
 
-TEST_CASE("a schema 1 database is brought to the current schema (6) when opened") {
+namespace {
+
+// Turns the current schema's events table back into schema 6's.
+void to_schema6_events(const std::string& db) {
+  sql(db, std::string(vnflow_test::kSqliteEventsToSchema6) +
+              "UPDATE meta SET value = '6' WHERE key = 'schema_version'");
+}
+
+std::string history_text(engine::Store& store, const std::string& op_id) {
+  auto h = store.history(op_id);
+  REQUIRE(h.ok());
+  std::string out;
+  for (const auto& e : h.value())
+    out += e.op_id + " " + std::to_string(e.seq) + " " + std::to_string(e.at_ms) + " " + e.kind +
+           " " + e.state + " " + std::to_string(e.item) + " " + std::to_string(e.attempt) + " " +
+           e.key + " " + json::serialize(e.data) + " " + std::to_string(e.started_ms) + "\n";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a schema 6 database gets operation numbers and events in commit order (7)") {
+  if (vnflow_test::on_postgres()) {
+    WARN("skipped on PostgreSQL: SQLite's schema versions");
+    return;
+  }
+  TempDir pkgdir;
+  Fixture f(two_exec_package(pkgdir).string());
+  std::vector<std::string> ops;
+  std::map<std::string, std::string> histories;
+  std::map<std::string, json::object> outputs;
+  for (int i = 0; i < 2; ++i) {
+    auto op = f.request("instantiate", f.instantiate_request());
+    REQUIRE(op.ok());
+    f.run();
+    REQUIRE(f.state(op.value().id) == OpState::kCompleted);
+    auto t = f.request("terminate", json::parse(R"({"terminationType": "FORCEFUL"})"));
+    REQUIRE(t.ok());
+    f.run();
+    REQUIRE(f.state(t.value().id) == OpState::kCompleted);
+    for (const auto& id : {op.value().id, t.value().id}) {
+      ops.push_back(id);
+      histories[id] = history_text(*f.store, id);
+      outputs[id] = f.store->outputs(id).value();
+      REQUIRE(!histories[id].empty());
+    }
+  }
+  CHECK(!outputs[ops[0]].empty());
+  f.store.reset();
+  to_schema6_events(f.db);
+  REQUIRE(sql_text(f.db, "SELECT count(*) FROM pragma_table_info('ops') WHERE name = 'num'") ==
+          "0");
+  f.reopen();
+  CHECK(sql_text(f.db, "SELECT value FROM meta WHERE key = 'schema_version'") == "7");
+  // Numbered in creation order, and every event carried over, in commit order per operation.
+  std::string nums;
+  for (const auto& id : ops)
+    nums += sql_text(f.db, "SELECT num FROM ops WHERE id = '" + id + "'") + " ";
+  CHECK(nums == "1 2 3 4 ");
+  for (const auto& id : ops) {
+    CHECK(history_text(*f.store, id) == histories[id]);
+    CHECK(f.store->outputs(id).value() == outputs[id]);
+  }
+  // New operations take the next numbers and run as before.
+  auto op = f.request("instantiate", f.instantiate_request());
+  REQUIRE(op.ok());
+  f.run();
+  CHECK(f.state(op.value().id) == OpState::kCompleted);
+  CHECK(sql_text(f.db, "SELECT num FROM ops WHERE id = '" + op.value().id + "'") == "5");
+  CHECK(!f.store->outputs(op.value().id).value().empty());
+  CHECK(history_text(*f.store, op.value().id).find(" succeeded ") != std::string::npos);
+}
+
+TEST_CASE("a schema 1 database is brought to the current schema (7) when opened") {
   if (vnflow_test::on_postgres()) {
     WARN("skipped on PostgreSQL: SQLite's schema versions");
     return;
@@ -520,7 +596,8 @@ TEST_CASE("a schema 1 database is brought to the current schema (6) when opened"
   Fixture f(two_exec_package(pkgdir).string());
   f.store.reset();
   // Schema 1 had no events.outputs column (nor notices and their triggers, which name
-  // the columns dropped here).
+  // the columns dropped here), and its events were keyed by (op_id, seq).
+  to_schema6_events(f.db);
   sql(f.db,
       "DROP TRIGGER notice_op_created; DROP TRIGGER notice_op_state;"
       "DROP TRIGGER notice_instance_created; DROP TRIGGER notice_instance_deleted;"
@@ -532,7 +609,7 @@ TEST_CASE("a schema 1 database is brought to the current schema (6) when opened"
       "ALTER TABLE packages DROP COLUMN vnfd_version;"
       "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
   f.reopen();
-  CHECK(sql_text(f.db, "SELECT value FROM meta WHERE key = 'schema_version'") == "6");
+  CHECK(sql_text(f.db, "SELECT value FROM meta WHERE key = 'schema_version'") == "7");
   CHECK(sql_text(f.db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'") == "8");
   CHECK(sql_text(f.db,
                  "SELECT count(*) FROM pragma_table_info('events') WHERE name = 'started_ms'") ==
@@ -547,4 +624,39 @@ TEST_CASE("a schema 1 database is brought to the current schema (6) when opened"
   f.run();
   CHECK(f.state(op.value().id) == OpState::kCompleted);
   CHECK(!f.store->outputs(op.value().id).value().empty());
+}
+
+TEST_CASE("the write-ahead log is checkpointed in the background: it does not grow unbounded") {
+  if (vnflow_test::on_postgres()) {
+    WARN("skipped on PostgreSQL: SQLite's write-ahead log");
+    return;
+  }
+  TempDir dir;
+  std::string db = (dir.path / "wal.db").string();
+  auto store = engine::open_sqlite_store(db);
+  REQUIRE(store.ok());
+  // One commit of ~4,400 pages: past the checkpointer's threshold (4,000 pages), and no
+  // commit after it. SQLite's automatic checkpoint is off; the background one copies the
+  // pages into the database file.
+  engine::PackageRecord p;
+  p.id = engine::new_id();
+  p.digest = "wal-" + p.id;
+  p.name = p.provider = p.product = "wal";
+  p.version = "1";
+  p.vnfd_id = "wal";
+  p.onboarded_ms = engine::now_ms();
+  REQUIRE(store.value()->put_package(p, std::string(18u << 20, 'x')).ok());
+  auto size = [&] {
+    std::error_code ec;
+    auto n = fs::file_size(db, ec);
+    return ec ? 0 : n;
+  };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (size() < (18u << 20) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(size() >= (18u << 20));
+  // Still readable, and the store closes cleanly (its checkpointer stopped first).
+  CHECK(store.value()->package_bytes(p.id).value().size() == (18u << 20));
+  store.value().reset();
+  CHECK(!fs::exists(db + "-wal"));
 }

@@ -293,6 +293,7 @@ TEST_CASE("a database from before package states gets them: its packages ONBOARD
   // The schema before: no state columns (nor notices and the triggers that name them), the
   // version before.
   db.sql(
+      std::string(pg ? "" : vnflow_test::kSqliteEventsToSchema6) +
       std::string(pg ? ""
                      : "DROP TRIGGER notice_op_created; DROP TRIGGER notice_op_state;"
                        "DROP TRIGGER notice_instance_created; DROP TRIGGER notice_instance_deleted;"
