@@ -111,6 +111,13 @@ class ActionCatalog {
 class Expr;  // a parsed `${...}` expression (workflows/internal/expr.h)
 
 // Where expressions find their values at run time. Every member is a JSON object.
+// A name bound by map() or filter() to the element at hand; bindings chain outwards.
+struct Binding {
+  std::string_view name;
+  const json::value* value = nullptr;
+  const Binding* outer = nullptr;
+};
+
 struct Scope {
   const json::value* request = nullptr;
   const json::value* instance = nullptr;
@@ -122,6 +129,7 @@ struct Scope {
   std::string_view item_name;             // its name in expressions ("item" or `as:`)
   int64_t item_index = 0;                 // its position in the list (`index`)
   const json::value* self = nullptr;      // in a compensation: the state's own outputs
+  const Binding* bound = nullptr;         // map()/filter() element names, innermost first
 };
 
 // Evaluates a parsed expression (a choice's condition, a for_each list).

@@ -34,6 +34,11 @@ constexpr int kSchemaVersion = 7;
 // What refers to columns a migration adds: made once the migrations ran.
 constexpr const char* kSchemaAfterMigrations = R"SQL(
 CREATE UNIQUE INDEX IF NOT EXISTS ops_num ON ops(num);
+-- An operation inserted without a number (by a vnflow of schema 6 still running while a newer
+-- one migrated the file) gets the next one, so that its events can be written.
+CREATE TRIGGER IF NOT EXISTS ops_number AFTER INSERT ON ops WHEN NEW.num IS NULL BEGIN
+  UPDATE ops SET num = (SELECT COALESCE(MAX(num), 0) + 1 FROM ops) WHERE id = NEW.id;
+END;
 CREATE UNIQUE INDEX IF NOT EXISTS events_by_op ON events(opn, seq);
 )SQL";
 
@@ -289,18 +294,23 @@ int Checkpointer::on_commit(void* self, sqlite3* db, const char* name, int pages
   return SQLITE_OK;
 }
 
-void Checkpointer::run() {
+// The thread's connection, or null (then the writer's inline checkpoint at kInlinePages
+// bounds the log until an open succeeds).
+sqlite3* Checkpointer::open() {
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path_.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) !=
-      SQLITE_OK) {
+          SQLITE_OK ||
+      // A connection checkpoints only once it has read the database (and so knows its log).
+      sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) !=
+          SQLITE_OK) {
     sqlite3_close(db);
-    db = nullptr;  // the writer's inline checkpoint (kInlinePages) bounds the log
-  } else if (sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) !=
-             SQLITE_OK) {
-    // A connection checkpoints only once it has read the database (and so knows its log).
-    sqlite3_close(db);
-    db = nullptr;
+    return nullptr;
   }
+  return db;
+}
+
+void Checkpointer::run() {
+  sqlite3* db = open();
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return wanted_ || stopping_; });
@@ -308,6 +318,8 @@ void Checkpointer::run() {
       break;
     wanted_ = false;
     lock.unlock();
+    if (db == nullptr)
+      db = open();  // it failed before: try again (a transient failure must not last)
     if (db != nullptr)
       sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
     lock.lock();

@@ -61,6 +61,7 @@ class Checkpointer {
 
  private:
   static int on_commit(void* self, sqlite3* db, const char* name, int pages);
+  sqlite3* open();
   void run();
 
   std::string path_;

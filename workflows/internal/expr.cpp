@@ -443,7 +443,15 @@ constexpr Sig kSigs[] = {
     {"default", 2, 2}, {"len", 1, 1},        {"contains", 2, 3}, {"merge", 2, 2}, {"string", 1, 1},
     {"int", 1, 1},     {"json", 1, 1},       {"join", 2, 2},     {"keys", 1, 1},  {"trim", 1, 1},
     {"find", 3, 3},    {"shellquote", 1, 1}, {"pathsafe", 1, 1}, {"range", 1, 2}, {"slice", 2, 3},
-    {"concat", 2, 8},  {"distinct", 1, 1},   {"sort", 1, 1},     {"first", 1, 1}, {"last", 1, 1}};
+    {"concat", 2, 8},  {"distinct", 1, 1},   {"sort", 1, 1},     {"first", 1, 1}, {"last", 1, 1},
+    {"map", 3, 3},     {"filter", 3, 3}};
+
+// The names map() and filter() may not bind: the scope's own, so that a path means the same
+// inside and outside the call.
+bool reserved_name(std::string_view n) {
+  return n == "request" || n == "instance" || n == "vnfd" || n == "op" || n == "states" ||
+         n == "self" || n == "index";
+}
 // The most elements range() and concat() make: a list is a fan-out's items or a
 // command's arguments, not a data set.
 constexpr int64_t kMaxListItems = 10000;
@@ -590,6 +598,41 @@ R eval_call_body(const Expr& e, const Scope& s) {
     if (!b.ok() && b.status().code() == base::StatusCode::kNotFound)
       return json::value();
     return b;
+  }
+  if (f == "map" || f == "filter") {
+    // map(LIST, NAME, EXPR), filter(LIST, NAME, CONDITION): EXPR or CONDITION evaluated
+    // once per element, with NAME bound to it. Each element visited costs the evaluation's
+    // budget, so nested calls over long lists stop instead of running on.
+    const Expr& name = *e.kids[1];
+    if (name.op != Expr::Op::kRoot || reserved_name(name.name) ||
+        (!s.item_name.empty() && name.name == s.item_name))
+      return type_error(e, f + "()'s second argument must be a new name for the element");
+    R list = eval(*e.kids[0], s);
+    if (!list.ok())
+      return list;
+    if (!list.value().is_array())
+      return type_error(e, f + "() of " + kind_name(list.value()));
+    Binding b{name.name, nullptr, s.bound};
+    Scope inner = s;
+    inner.bound = &b;
+    json::array out;
+    for (const auto& v : list.value().get_array()) {
+      if (!EvalBudget::charge(16))
+        return over_budget(e);
+      b.value = &v;
+      R r = eval(*e.kids[2], inner);
+      if (!r.ok())
+        return r;
+      if (f == "map") {
+        out.push_back(std::move(r).value());
+      } else if (!r.value().is_bool()) {
+        return type_error(e,
+                          "filter()'s condition gave " + kind_name(r.value()) + ", not a boolean");
+      } else if (r.value().get_bool()) {
+        out.push_back(v);
+      }
+    }
+    return json::value(std::move(out));
   }
   std::vector<json::value> args;
   for (const auto& k : e.kids) {
@@ -896,6 +939,9 @@ R eval(const Expr& e, const Scope& s) {
     case Expr::Op::kMap:
       return json::value(json::object());
     case Expr::Op::kRoot: {
+      for (const Binding* b = s.bound; b != nullptr; b = b->outer)
+        if (b->name == e.name)
+          return *b->value;
       const json::value* v = nullptr;
       if (e.name == "request")
         v = s.request;
@@ -1105,6 +1151,8 @@ class Checker {
 
   TypeRef root(const Expr& e) {
     const std::string& n = e.name;
+    if (const TypeScope::Bound* b = s_.find_bound(n))
+      return b->type;
     if (n == "request" && s_.request)
       return s_.request;
     if (n == "instance" && s_.instance)
@@ -1124,6 +1172,8 @@ class Checker {
       return prim(K::kAny);
     }
     std::vector<std::string> names = {"request", "instance", "vnfd", "op", "states"};
+    for (const auto& b : s_.bound)
+      names.push_back(b.name);
     if (s_.self)
       names.push_back("self");
     if (!s_.item_name.empty()) {
@@ -1198,7 +1248,45 @@ class Checker {
     }
   }
 
+  // map(LIST, NAME, EXPR) and filter(LIST, NAME, CONDITION): EXPR checked with NAME bound
+  // to LIST's element type.
+  TypeRef map_or_filter(const Expr& e) {
+    const std::string& f = e.name;
+    TypeRef list = check(*e.kids[0]);
+    if (list->kind != K::kAny && list->kind != K::kList)
+      error(*e.kids[0], "W0013", f + "() needs a list, not " + to_string(*list));
+    const Expr& name = *e.kids[1];
+    TypeScope inner = s_;
+    if (name.op != Expr::Op::kRoot) {
+      error(name, "W0013",
+            f + "()'s second argument names the element: a name such as x, not an expression");
+      return prim(K::kAny);
+    }
+    if (reserved_name(name.name) || name.name == s_.item_name || s_.find_bound(name.name)) {
+      error(
+          name, "W0013",
+          f + "(): \"" + name.name + "\" already means something here; name the element otherwise");
+      return prim(K::kAny);
+    }
+    TypeRef elem = list->kind == K::kList && list->elem ? list->elem : prim(K::kAny);
+    inner.bound.push_back({name.name, elem, carries_request_text(*e.kids[0], s_)});
+    TypeRef body = Checker(inner, errors_).check(*e.kids[2]);
+    if (f == "filter") {
+      if (body->kind != K::kAny && body->kind != K::kBool)
+        error(*e.kids[2], "W0013",
+              "filter()'s condition must be a boolean, not " + to_string(*body));
+      return list->kind == K::kList ? list : make_type(K::kList, prim(K::kAny));
+    }
+    return make_type(K::kList, body);
+  }
+
   TypeRef call(const Expr& e) {
+    if (e.name == "map" || e.name == "filter") {
+      if (e.kids.size() == 3)
+        return map_or_filter(e);
+      error(e, "W0013", find_sig(e.name)->arity_error(e.kids.size()));
+      return prim(K::kAny);
+    }
     const Sig* sig = find_sig(e.name);
     std::vector<TypeRef> args;
     for (const auto& k : e.kids)
@@ -1433,6 +1521,8 @@ bool carries_request_text(const Expr& e, const TypeScope& scope) {
     case Expr::Op::kNeg:
       return false;
     case Expr::Op::kRoot:
+      if (const TypeScope::Bound* b = scope.find_bound(e.name))
+        return b->from_request;
       return e.name == "request" ||
              (!scope.item_name.empty() && e.name == scope.item_name && scope.item_from_request);
     case Expr::Op::kField:
@@ -1446,6 +1536,17 @@ bool carries_request_text(const Expr& e, const TypeScope& scope) {
       if (e.name == "shellquote" || e.name == "pathsafe" || e.name == "int" || e.name == "len" ||
           e.name == "contains" || e.name == "range")
         return false;
+      if ((e.name == "map" || e.name == "filter") && e.kids.size() == 3 &&
+          e.kids[1]->op == Expr::Op::kRoot) {
+        // filter() keeps elements of its list; map() makes its expression's values, in a
+        // scope where the element carries what the list carries.
+        bool list = carries_request_text(*e.kids[0], scope);
+        if (e.name == "filter")
+          return list;
+        TypeScope inner = scope;
+        inner.bound.push_back({e.kids[1]->name, prim(K::kAny), list});
+        return carries_request_text(*e.kids[2], inner);
+      }
       return any_kid();
     case Expr::Op::kList:
       return any_kid();

@@ -91,6 +91,20 @@ struct TypeScope {
   TypeRef self;  // in a compensation
   // The fan-out list is read from the request, so each item is a request value.
   bool item_from_request = false;
+  // Names map() and filter() bind to the element at hand, innermost last, with their types
+  // and whether the list they range over carries request text.
+  struct Bound {
+    std::string name;
+    TypeRef type;
+    bool from_request = false;
+  };
+  std::vector<Bound> bound;
+  const Bound* find_bound(std::string_view n) const {
+    for (auto it = bound.rbegin(); it != bound.rend(); ++it)
+      if (it->name == n)
+        return &*it;
+    return nullptr;
+  }
 };
 
 struct TypeError {

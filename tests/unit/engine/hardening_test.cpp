@@ -583,6 +583,12 @@ TEST_CASE("a schema 6 database gets operation numbers and events in commit order
   f.run();
   CHECK(f.state(op.value().id) == OpState::kCompleted);
   CHECK(sql_text(f.db, "SELECT num FROM ops WHERE id = '" + op.value().id + "'") == "5");
+  // An operation a vnflow of schema 6 (still running) inserts without a number gets one.
+  sql(f.db,
+      "INSERT INTO ops(id, instance_id, operation, state, machine, package_digest, request,"
+      " created_ms, updated_ms) SELECT 'from-v6', instance_id, operation, 'COMPLETED', machine,"
+      " package_digest, request, 0, 0 FROM ops LIMIT 1");
+  CHECK(sql_text(f.db, "SELECT num FROM ops WHERE id = 'from-v6'") == "6");
   CHECK(!f.store->outputs(op.value().id).value().empty());
   CHECK(history_text(*f.store, op.value().id).find(" succeeded ") != std::string::npos);
 }
@@ -610,7 +616,7 @@ TEST_CASE("a schema 1 database is brought to the current schema (7) when opened"
       "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
   f.reopen();
   CHECK(sql_text(f.db, "SELECT value FROM meta WHERE key = 'schema_version'") == "7");
-  CHECK(sql_text(f.db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'") == "8");
+  CHECK(sql_text(f.db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'") == "9");
   CHECK(sql_text(f.db,
                  "SELECT count(*) FROM pragma_table_info('events') WHERE name = 'started_ms'") ==
         "1");

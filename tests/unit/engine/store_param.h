@@ -145,7 +145,7 @@ inline std::vector<std::string> queue_ops(engine::Store& store, int n, int first
 // SQL that turns a SQLite database's events table back into schema 6's (keyed by (op_id,
 // seq), no operation numbers): for the tests that rebuild an older schema from today's.
 inline constexpr const char* kSqliteEventsToSchema6 =
-    "DROP INDEX events_by_op; DROP INDEX ops_num;"
+    "DROP INDEX events_by_op; DROP INDEX ops_num; DROP TRIGGER ops_number;"
     "CREATE TABLE events_v6(op_id TEXT NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL,"
     " kind TEXT NOT NULL, state TEXT, item INTEGER, attempt INTEGER, key TEXT, data TEXT,"
     " outputs TEXT, started_ms INTEGER, PRIMARY KEY(op_id, seq)) WITHOUT ROWID;"

@@ -687,6 +687,57 @@ TEST_CASE("list functions: range, slice, concat, distinct, sort, first, last") {
   CHECK(type_errors("first(slice(request.additionalParams.nodes, 1))").empty());
 }
 
+TEST_CASE("map and filter: an expression per element, with a name for it") {
+  json::value req = json::parse(
+      R"({"vms": [{"name": "m0", "role": "leader", "ip": "10.0.0.1"},
+                  {"name": "w1", "role": "worker", "ip": "10.0.0.2"},
+                  {"name": "w2", "role": "worker", "ip": "10.0.0.3"}],
+          "n": [1, 2, 3]})");
+  CHECK(eval("map(request.vms, vm, vm.name)", req) == json::parse(R"(["m0", "w1", "w2"])"));
+  CHECK(eval("filter(request.vms, vm, vm.role != 'leader')[1].ip", req) == "10.0.0.3");
+  CHECK(eval("map(filter(request.vms, vm, vm.role == 'worker'), vm, vm.name + '=' + vm.ip)", req) ==
+        json::parse(R"(["w1=10.0.0.2", "w2=10.0.0.3"])"));
+  CHECK(eval("map(request.n, x, x * 10)", req) == json::parse("[10, 20, 30]"));
+  CHECK(eval("filter(map(range(6), i, i * i), x, x % 2 == 0)", req) == json::parse("[0, 4, 16]"));
+  CHECK(eval("map([], x, x)", req) == json::parse("[]"));
+  // Nested: the inner name sees the outer one.
+  CHECK(eval("map(request.n, a, len(filter(request.n, b, b < a)))", req) ==
+        json::parse("[0, 1, 2]"));
+  // Type-checked: the element's type flows into the expression, the result's out of it.
+  CHECK(type_errors("map('abc', x, x)") ==
+        std::vector<std::string>{"W0013 map() needs a list, not string"});
+  CHECK(type_errors("filter([1, 2], x, x + 1)") ==
+        std::vector<std::string>{"W0013 filter()'s condition must be a boolean, not integer"});
+  CHECK(type_errors("map([1], x, y)").size() == 1);
+  CHECK(type_errors("map([1], x, y)")[0].find("unknown name \"y\"; did you mean \"x\"?") !=
+        std::string::npos);
+  CHECK(type_errors("len(map([1], x, x)) + 1").empty());
+  CHECK(type_errors("map([1], x + 1, x)") ==
+        std::vector<std::string>{"W0013 map()'s second argument names the element: a name such "
+                                 "as x, not an expression"});
+  CHECK(type_errors("map([1], request, request)")[0].find("already means something here") !=
+        std::string::npos);
+  CHECK(type_errors("map([1], x, map([2], x, x))")[0].find("\"x\" already means") !=
+        std::string::npos);
+  CHECK(type_errors("map([1], x)") ==
+        std::vector<std::string>{"W0013 map() takes 3 arguments, not 2"});
+  // The name exists only inside the call.
+  CHECK(type_errors("concat(map([1], x, x), [x])").size() == 1);
+  // At run time too (a machine read back is not type-checked).
+  CHECK(try_eval("filter([1], x, 1)", req).status().message().find("not a boolean") !=
+        std::string::npos);
+  CHECK(try_eval("map(1, x, x)", req).status().message().find("map() of an integer") !=
+        std::string::npos);
+  CHECK_FALSE(try_eval("map([1], op, 1)", req).ok());
+  // Cost: every element visited counts against the evaluation's budget, so nested calls
+  // over long lists stop instead of running on (10^8 evaluations here).
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = try_eval("filter(range(10000), a, len(filter(range(10000), b, false)) == 0)", req);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("exceed 16 MiB") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+}
+
 TEST_CASE("$${ is a literal ${ in a template (a shell's ${VAR:-x})") {
   CHECK(eval_template(R"({"shell": "echo $${HOME:-/root} ${request.n} $${X}", "plain": "$${"})",
                       json::parse(R"({"n": 5})")) ==
@@ -776,6 +827,11 @@ TEST_CASE("request text through the list functions still needs quoting in shell 
   CHECK_FALSE(warned(shell("len(request.additionalParams.names)")));
   CHECK_FALSE(warned(shell("range(3)[0]")));
   CHECK_FALSE(warned(shell("shellquote(first(request.additionalParams.names))")));
+  // map and filter: the element carries what its list carries.
+  CHECK(warned(shell("join(map(request.additionalParams.vms, v, v.name), ' ')")));
+  CHECK(warned(shell("first(filter(request.additionalParams.names, n, n != 'x'))")));
+  CHECK_FALSE(warned(shell("join(map(request.additionalParams.vms, v, shellquote(v.name)), ' ')")));
+  CHECK_FALSE(warned(shell("join(map(range(3), i, i * 2), ' ')")));
   // A fan-out item over a list the checker calls list(integer) but a request fills.
   CHECK(warned(R"(    for_each: ${concat(default(request.additionalParams.ports, []), [22])}
     as: port
