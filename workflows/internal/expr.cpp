@@ -539,6 +539,9 @@ R type_error(const Expr& e, std::string what) {
 
 R eval(const Expr& e, const Scope& s);
 
+// How many map()/filter() bodies the evaluation on this thread is in.
+thread_local int t_loop_depth = 0;
+
 R over_budget(const Expr& e) {
   return type_error(
       e, "the values it builds exceed " + std::to_string(EvalBudget::kMaxEvalBytes >> 20) + " MiB");
@@ -569,12 +572,13 @@ std::string quoted_for_message(std::string_view s) {
 R eval_call_body(const Expr& e, const Scope& s);
 
 // A call's result counts against the evaluation's budget (EvalBudget), but for the calls
-// that return (a part of) a value they were given: default, find, first, last.
+// that return (a part of) a value they were given (default, find, first, last) and map
+// and filter (which counted their items as they made them).
 R eval_call(const Expr& e, const Scope& s) {
   R r = eval_call_body(e, s);
   const std::string& f = e.name;
-  if (r.ok() && f != "default" && f != "find" && f != "first" && f != "last" &&
-      !EvalBudget::charge(EvalBudget::size_of(r.value())))
+  if (r.ok() && f != "default" && f != "find" && f != "first" && f != "last" && f != "map" &&
+      f != "filter" && !EvalBudget::charge(EvalBudget::size_of(r.value())))
     return over_budget(e);
   return r;
 }
@@ -604,8 +608,11 @@ R eval_call_body(const Expr& e, const Scope& s) {
     // once per element, with NAME bound to it. Each element visited costs the evaluation's
     // budget, so nested calls over long lists stop instead of running on.
     const Expr& name = *e.kids[1];
-    if (name.op != Expr::Op::kRoot || reserved_name(name.name) ||
-        (!s.item_name.empty() && name.name == s.item_name))
+    bool taken = name.op != Expr::Op::kRoot || reserved_name(name.name) ||
+                 (!s.item_name.empty() && name.name == s.item_name);
+    for (const Binding* b = s.bound; b != nullptr && !taken; b = b->outer)
+      taken = b->name == name.name;
+    if (taken)
       return type_error(e, f + "()'s second argument must be a new name for the element");
     R list = eval(*e.kids[0], s);
     if (!list.ok())
@@ -616,6 +623,12 @@ R eval_call_body(const Expr& e, const Scope& s) {
     Scope inner = s;
     inner.bound = &b;
     json::array out;
+    // Every item visited, every value a read in the body copies (eval, kRoot) and every
+    // value the result takes counts against the budget as it happens.
+    struct InLoop {
+      InLoop() { ++t_loop_depth; }
+      ~InLoop() { --t_loop_depth; }
+    } in_loop;
     for (const auto& v : list.value().get_array()) {
       if (!EvalBudget::charge(16))
         return over_budget(e);
@@ -624,11 +637,15 @@ R eval_call_body(const Expr& e, const Scope& s) {
       if (!r.ok())
         return r;
       if (f == "map") {
+        if (!EvalBudget::charge(EvalBudget::size_of(r.value())))
+          return over_budget(e);
         out.push_back(std::move(r).value());
       } else if (!r.value().is_bool()) {
         return type_error(e,
                           "filter()'s condition gave " + kind_name(r.value()) + ", not a boolean");
       } else if (r.value().get_bool()) {
+        if (!EvalBudget::charge(EvalBudget::size_of(v)))
+          return over_budget(e);
         out.push_back(v);
       }
     }
@@ -922,6 +939,96 @@ R eval_binary(const Expr& e, const Scope& s) {
   return json::value(r);
 }
 
+// Reads a path (a name, then .field or [index] steps) in place: a pointer into the scope's
+// values, or into `holder` when the path starts at a computed value. eval() copies only the
+// value the path ends at, not the document it reads from (request.additionalParams.x used
+// to copy the whole request at every read). Each part is evaluated once.
+base::Result<const json::value*> resolve(const Expr& e, const Scope& s, json::value& holder) {
+  switch (e.op) {
+    case Expr::Op::kRoot: {
+      for (const Binding* b = s.bound; b != nullptr; b = b->outer)
+        if (b->name == e.name)
+          return b->value;
+      const json::value* v = nullptr;
+      if (e.name == "request")
+        v = s.request;
+      else if (e.name == "instance")
+        v = s.instance;
+      else if (e.name == "vnfd")
+        v = s.vnfd;
+      else if (e.name == "op")
+        v = s.op;
+      else if (e.name == "self")
+        v = s.self;
+      else if (!s.item_name.empty() && e.name == s.item_name)
+        v = s.item;
+      else if (!s.item_name.empty() && e.name == "index")
+        return &(holder = json::value(s.item_index));
+      if (v == nullptr)
+        return missing(e);
+      return v;
+    }
+    case Expr::Op::kField: {
+      const Expr& base = *e.kids[0];
+      if (base.op == Expr::Op::kRoot && base.name == "states") {
+        if (s.outputs == nullptr)
+          return missing(e);
+        std::string key = std::string(s.segment) + "." + e.name;
+        const json::value* v = s.outputs->if_contains(key);
+        if (v == nullptr)
+          return base::Status::NotFound("state \"" + e.name + "\" has no outputs (it did not run)");
+        return v;
+      }
+      base::Result<const json::value*> b = resolve(base, s, holder);
+      if (!b.ok())
+        return b;
+      if (!b.value()->is_object())
+        return type_error(e, "expected a map, found " + kind_name(*b.value())).status();
+      const json::value* v = b.value()->get_object().if_contains(e.name);
+      if (v == nullptr)
+        return missing(e);
+      return v;
+    }
+    case Expr::Op::kIndex: {
+      base::Result<const json::value*> b = resolve(*e.kids[0], s, holder);
+      if (!b.ok())
+        return b;
+      R i = eval(*e.kids[1], s);
+      if (!i.ok())
+        return i.status();
+      if (b.value()->is_array()) {
+        if (!is_int(i.value()))
+          return type_error(e, "a list index must be an integer").status();
+        int64_t n = as_int(i.value());
+        const auto& arr = b.value()->get_array();
+        if (n < 0)
+          n += static_cast<int64_t>(arr.size());
+        if (n < 0 || n >= static_cast<int64_t>(arr.size()))
+          return base::Status::NotFound(path_of(e) + ": index " + std::to_string(n) +
+                                        " is out of range");
+        return &arr[static_cast<size_t>(n)];
+      }
+      if (b.value()->is_object()) {
+        if (!i.value().is_string())
+          return type_error(e, "a map key must be a string").status();
+        const json::value* v = b.value()->get_object().if_contains(i.value().get_string());
+        if (v == nullptr)
+          return base::Status::NotFound(path_of(*e.kids[0]) + "[\"" +
+                                        std::string(i.value().get_string()) + "\"] is not set");
+        return v;
+      }
+      return type_error(e, "cannot index " + kind_name(*b.value())).status();
+    }
+    default: {
+      R v = eval(e, s);
+      if (!v.ok())
+        return v.status();
+      holder = std::move(v).value();
+      return &holder;
+    }
+  }
+}
+
 R eval(const Expr& e, const Scope& s) {
   switch (e.op) {
     case Expr::Op::kLiteral:
@@ -938,79 +1045,17 @@ R eval(const Expr& e, const Scope& s) {
     }
     case Expr::Op::kMap:
       return json::value(json::object());
-    case Expr::Op::kRoot: {
-      for (const Binding* b = s.bound; b != nullptr; b = b->outer)
-        if (b->name == e.name)
-          return *b->value;
-      const json::value* v = nullptr;
-      if (e.name == "request")
-        v = s.request;
-      else if (e.name == "instance")
-        v = s.instance;
-      else if (e.name == "vnfd")
-        v = s.vnfd;
-      else if (e.name == "op")
-        v = s.op;
-      else if (e.name == "self")
-        v = s.self;
-      else if (!s.item_name.empty() && e.name == s.item_name)
-        v = s.item;
-      else if (!s.item_name.empty() && e.name == "index")
-        return json::value(s.item_index);
-      if (v == nullptr)
-        return missing(e);
-      return *v;
-    }
-    case Expr::Op::kField: {
-      const Expr& base = *e.kids[0];
-      if (base.op == Expr::Op::kRoot && base.name == "states") {
-        if (s.outputs == nullptr)
-          return missing(e);
-        std::string key = std::string(s.segment) + "." + e.name;
-        const json::value* v = s.outputs->if_contains(key);
-        if (v == nullptr)
-          return base::Status::NotFound("state \"" + e.name + "\" has no outputs (it did not run)");
-        return *v;
-      }
-      R b = eval(base, s);
-      if (!b.ok())
-        return b;
-      if (!b.value().is_object())
-        return type_error(e, "expected a map, found " + kind_name(b.value()));
-      const json::value* v = b.value().get_object().if_contains(e.name);
-      if (v == nullptr)
-        return missing(e);
-      return *v;
-    }
+    case Expr::Op::kRoot:
+    case Expr::Op::kField:
     case Expr::Op::kIndex: {
-      R b = eval(*e.kids[0], s);
-      if (!b.ok())
-        return b;
-      R i = eval(*e.kids[1], s);
-      if (!i.ok())
-        return i;
-      if (b.value().is_array()) {
-        if (!is_int(i.value()))
-          return type_error(e, "a list index must be an integer");
-        int64_t n = as_int(i.value());
-        const auto& arr = b.value().get_array();
-        if (n < 0)
-          n += static_cast<int64_t>(arr.size());
-        if (n < 0 || n >= static_cast<int64_t>(arr.size()))
-          return base::Status::NotFound(path_of(e) + ": index " + std::to_string(n) +
-                                        " is out of range");
-        return arr[static_cast<size_t>(n)];
-      }
-      if (b.value().is_object()) {
-        if (!i.value().is_string())
-          return type_error(e, "a map key must be a string");
-        const json::value* v = b.value().get_object().if_contains(i.value().get_string());
-        if (v == nullptr)
-          return base::Status::NotFound(path_of(*e.kids[0]) + "[\"" +
-                                        std::string(i.value().get_string()) + "\"] is not set");
-        return *v;
-      }
-      return type_error(e, "cannot index " + kind_name(b.value()));
+      json::value holder;
+      base::Result<const json::value*> v = resolve(e, s, holder);
+      if (!v.ok())
+        return v.status();
+      // Inside map() and filter() a read is repeated per item: what it copies counts.
+      if (t_loop_depth > 0 && !EvalBudget::charge(EvalBudget::size_of(*v.value())))
+        return over_budget(e);
+      return *v.value();
     }
     case Expr::Op::kCall:
       return eval_call(e, s);
@@ -1269,7 +1314,9 @@ class Checker {
       return prim(K::kAny);
     }
     TypeRef elem = list->kind == K::kList && list->elem ? list->elem : prim(K::kAny);
-    inner.bound.push_back({name.name, elem, carries_request_text(*e.kids[0], s_)});
+    // (Whether the item carries request text is carries_request_text's own business: asking
+    // here would type-check the list again at every level of a nesting, 2^depth times.)
+    inner.bound.push_back({name.name, elem, false});
     TypeRef body = Checker(inner, errors_).check(*e.kids[2]);
     if (f == "filter") {
       if (body->kind != K::kAny && body->kind != K::kBool)

@@ -736,6 +736,45 @@ TEST_CASE("map and filter: an expression per element, with a name for it") {
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message().find("exceed 16 MiB") != std::string::npos);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+  // What a read in the body copies counts too: a 620 KB string or a big request read per
+  // item stops at the budget, not at 6 GB or minutes of copying.
+  json::value big =
+      json::parse(R"({"s": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"})");
+  big.as_object()["blob"] = std::string(1u << 20, 'b');
+  for (const char* text :
+       {"map([join(range(10000), request.s)], s, map(range(10000), i, s))",
+        "map(range(10000), i, request)",
+        "map([join(range(10000), request.s)], s, map(range(10000), i, map(range(20), j,"
+        " len(s) + len(s))))",
+        "filter(range(10000), i, len(request.blob) > 0)"}) {
+    t0 = std::chrono::steady_clock::now();
+    auto over = try_eval(text, big);
+    INFO(text);
+    REQUIRE_FALSE(over.ok());
+    CHECK(over.status().message().find("exceed 16 MiB") != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  }
+  // Reads of small values through a big request stay cheap: a path copies what it ends at.
+  CHECK(eval("len(filter(range(5000), i, request.s != ''))", big) == 5000);
+  // The evaluator refuses a name an enclosing call gave, as the compiler does.
+  CHECK_FALSE(try_eval("map([1], x, map([2], x, x))", req).ok());
+}
+
+TEST_CASE("nested map and filter type-check in linear time (a hostile package's cost)") {
+  // Each level's list is the level before it: checking it twice per level was 2^depth.
+  std::string e = "request.additionalParams.l";
+  for (int k = 0; k < 45; ++k)
+    e = "map(" + e + ", a, [a])[0]";
+  e = "join(map(" + e + ", a, a), ' ')";
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(type_errors(e).empty());
+  // In shell text: the request's list flows through every level (W0043, once).
+  auto diags = compile_diags(std::string(kLocalExecHead) + "    with:\n      shell: echo ${" + e +
+                             "}\n    timeout: 10s\n"
+                             "    next: done\n");
+  REQUIRE(diags.size() == 1);
+  CHECK(diags[0].find("[W0043]") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
 }
 
 TEST_CASE("$${ is a literal ${ in a template (a shell's ${VAR:-x})") {
