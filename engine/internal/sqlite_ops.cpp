@@ -171,10 +171,10 @@ base::Status SqliteStore::create_op(const OpRecord& rec) {
         w_.exec("ROLLBACK");
         return base::Status::FailedPrecondition(msg);
       }
-      // num: the operation's number in creation order (sqlite_store.cpp, EVENTS_COLUMNS).
+      // num here, not by the trigger ops_number: its UPDATE would cost every creation a write.
       SQLite::Statement ins(w_, std::string("INSERT INTO ops(") + kOpColumns +
-                                    ", num) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, 0, ?, ?,"
-                                    " (SELECT COALESCE(MAX(num), 0) + 1 FROM ops))");
+                                    ", num) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, 0, ?, ?, " +
+                                    kNextOpNum + ")");
       ins.bind(1, rec.id);
       ins.bind(2, rec.instance_id);
       ins.bind(3, rec.operation);

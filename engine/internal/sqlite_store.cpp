@@ -31,16 +31,18 @@ constexpr int kSchemaVersion = 7;
   " at_ms INTEGER NOT NULL, kind TEXT NOT NULL, state TEXT, item INTEGER, attempt INTEGER," \
   " key TEXT, data TEXT, outputs TEXT, started_ms INTEGER"
 
-// What refers to columns a migration adds: made once the migrations ran.
-constexpr const char* kSchemaAfterMigrations = R"SQL(
-CREATE UNIQUE INDEX IF NOT EXISTS ops_num ON ops(num);
--- An operation inserted without a number (by a vnflow of schema 6 still running while a newer
--- one migrated the file) gets the next one, so that its events can be written.
-CREATE TRIGGER IF NOT EXISTS ops_number AFTER INSERT ON ops WHEN NEW.num IS NULL BEGIN
-  UPDATE ops SET num = (SELECT COALESCE(MAX(num), 0) + 1 FROM ops) WHERE id = NEW.id;
-END;
-CREATE UNIQUE INDEX IF NOT EXISTS events_by_op ON events(opn, seq);
-)SQL";
+// What refers to columns a migration adds: made once the migrations ran. The trigger
+// numbers an operation inserted without a number (by a vnflow of schema 6 still running
+// while a newer one migrated the file), so that its events can be written.
+std::string schema_after_migrations() {
+  return std::string(
+             "CREATE UNIQUE INDEX IF NOT EXISTS ops_num ON ops(num);\n"
+             "CREATE TRIGGER IF NOT EXISTS ops_number AFTER INSERT ON ops WHEN NEW.num IS NULL"
+             " BEGIN UPDATE ops SET num = ") +
+         kNextOpNum +
+         " WHERE id = NEW.id; END;\n"
+         "CREATE UNIQUE INDEX IF NOT EXISTS events_by_op ON events(opn, seq);\n";
+}
 
 constexpr const char* kSchema =
     R"SQL(
@@ -413,7 +415,7 @@ base::Status SqliteStore::init() {
         ins.exec();
       }
       q.reset();
-      w_.exec(kSchemaAfterMigrations);
+      w_.exec(schema_after_migrations());
       base::Status ks = check_key();
       if (!ks.ok()) {
         w_.exec("ROLLBACK");

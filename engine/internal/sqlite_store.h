@@ -33,6 +33,10 @@ inline constexpr const char* kOpen =
     "(state = 'STARTING' OR state = 'PROCESSING' OR state = 'FAILED_TEMP' OR state = "
     "'ROLLING_BACK')";
 
+// An operation's number (ops.num): the next in creation order, in the creating transaction.
+// create_op gives it; the trigger ops_number gives it to a row inserted without one.
+inline constexpr const char* kNextOpNum = "(SELECT COALESCE(MAX(num), 0) + 1 FROM ops)";
+
 // Secret fields at rest: sealing.h (the rules every store shares).
 
 // Checkpoints a database's write-ahead log in a thread and a connection of its own, so that

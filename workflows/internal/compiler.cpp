@@ -1097,8 +1097,7 @@ class Compiler {
         scope.item_from_request = s.for_each_expr && carries_request_text(*s.for_each_expr, scope);
         scope.item_name = s.as;
         scope.item = lt->kind == K::kList ? lt->elem : any_type();
-        if (s.as == "request" || s.as == "instance" || s.as == "vnfd" || s.as == "op" ||
-            s.as == "states" || s.as == "self" || s.as == "index")
+        if (is_scope_name(s.as))
           diags_.error("W0002", n.get("as") ? n.get("as").location() : fe.location(),
                        "\"as: " + s.as + "\" hides a name expressions use; pick another");
       }

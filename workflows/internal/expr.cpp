@@ -446,12 +446,6 @@ constexpr Sig kSigs[] = {
     {"concat", 2, 8},  {"distinct", 1, 1},   {"sort", 1, 1},     {"first", 1, 1}, {"last", 1, 1},
     {"map", 3, 3},     {"filter", 3, 3}};
 
-// The names map() and filter() may not bind: the scope's own, so that a path means the same
-// inside and outside the call.
-bool reserved_name(std::string_view n) {
-  return n == "request" || n == "instance" || n == "vnfd" || n == "op" || n == "states" ||
-         n == "self" || n == "index";
-}
 // The most elements range() and concat() make: a list is a fan-out's items or a
 // command's arguments, not a data set.
 constexpr int64_t kMaxListItems = 10000;
@@ -608,7 +602,7 @@ R eval_call_body(const Expr& e, const Scope& s) {
     // once per element, with NAME bound to it. Each element visited costs the evaluation's
     // budget, so nested calls over long lists stop instead of running on.
     const Expr& name = *e.kids[1];
-    bool taken = name.op != Expr::Op::kRoot || reserved_name(name.name) ||
+    bool taken = name.op != Expr::Op::kRoot || is_scope_name(name.name) ||
                  (!s.item_name.empty() && name.name == s.item_name);
     for (const Binding* b = s.bound; b != nullptr && !taken; b = b->outer)
       taken = b->name == name.name;
@@ -1307,7 +1301,7 @@ class Checker {
             f + "()'s second argument names the element: a name such as x, not an expression");
       return prim(K::kAny);
     }
-    if (reserved_name(name.name) || name.name == s_.item_name || s_.find_bound(name.name)) {
+    if (is_scope_name(name.name) || name.name == s_.item_name || s_.find_bound(name.name)) {
       error(
           name, "W0013",
           f + "(): \"" + name.name + "\" already means something here; name the element otherwise");
@@ -1532,6 +1526,11 @@ base::Result<json::value> Expr::evaluate(const Scope& scope) const {
 base::Result<json::value> evaluate(const Expr& e, const Scope& scope) {
   EvalBudget budget;
   return eval(e, scope);
+}
+
+bool is_scope_name(std::string_view n) {
+  return n == "request" || n == "instance" || n == "vnfd" || n == "op" || n == "states" ||
+         n == "self" || n == "index";
 }
 
 TypeRef check_expr(const Expr& e, const TypeScope& scope, std::vector<TypeError>& errors) {

@@ -113,6 +113,11 @@ struct TypeError {
   std::string code;  // W0021 undefined reference, W0013 type mismatch
 };
 
+// Whether `n` is a name the scope itself gives (request, instance, vnfd, op, states, self,
+// index): a fan-out's `as:` and a map()/filter() element may not take it, so that a path
+// means the same everywhere.
+bool is_scope_name(std::string_view n);
+
 // Type-checks `e`; returns its type, appends problems to `errors`.
 TypeRef check_expr(const Expr& e, const TypeScope& scope, std::vector<TypeError>& errors);
 
