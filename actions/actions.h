@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -189,6 +190,10 @@ class Registry {
 base::Result<int> claim_hook_lock(const std::string& work_root, std::chrono::milliseconds wait);
 // How local.exec isolates hooks from the daemon's files on this machine, for the log.
 std::string hook_isolation(bool with_private_files);
+
+// Tacker's additionalParams.is_reverse of a SCALE_IN: JSON true/false or the strings "True",
+// "False", "true", "false". nullopt for anything else (the request is refused).
+std::optional<bool> parse_is_reverse(const json::value& v);
 
 // True for field names whose values are secrets (password, token, secret, private key,
 // credential...). Such values never reach logs, histories or error text.

@@ -72,6 +72,10 @@ class Node {
   Node get(std::string_view key) const;  // map lookup; invalid Node when absent
 
   base::SourceLocation location() const;
+  // The location of byte `offset` of the scalar's text: exact for plain, quoted (without
+  // escapes), literal (|) and folded (>) scalars, over as many lines as they span; the
+  // scalar's own location when the text cannot be matched to its source (escapes).
+  base::SourceLocation location_at(uint32_t offset) const;
   const internal::Document* document() const { return doc_; }
   uint32_t index() const { return index_; }
   bool operator==(const Node& o) const { return doc_ == o.doc_ && index_ == o.index_; }

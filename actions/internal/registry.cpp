@@ -201,9 +201,11 @@ Outcome instance_check(const json::object& in) {
 }
 
 // The VNFCs a scale-in by `steps` removes: for every VDU the aspect scales, delta x steps
-// of its VNFCs, the newest first (vnfcs are listed oldest first per VDU, as heat.resources
-// reads them). The built-in scale-in marks exactly these for removal, so a scale_start
-// hook that calls this sees the same ones.
+// of its VNFCs. `vnfcs` lists them oldest first per VDU, as heat.resources reads them. By
+// default the oldest go, oldest first: what Heat removes from a shrinking group and what
+// Tacker does; with `is_reverse` (Tacker's additionalParams.is_reverse) the newest, newest
+// first. The built-in scale-in marks exactly these for removal, so a scale_start hook that
+// calls this with the same inputs sees the same ones.
 Outcome instance_scale_in_targets(const json::object& in) {
   const json::value* vnfd = in.if_contains("vnfd");
   const json::value* aspect = in.if_contains("aspect");
@@ -213,6 +215,16 @@ Outcome instance_scale_in_targets(const json::object& in) {
       steps == nullptr || !steps->is_int64() || vnfcs == nullptr || !vnfcs->is_array())
     return Outcome::failure(ErrorClass::kInvalid,
                             "instance.scale_in_targets: needs vnfd, aspect, steps and vnfcs");
+  bool reverse = false;
+  if (const json::value* r = in.if_contains("is_reverse"); r != nullptr && !r->is_null()) {
+    std::optional<bool> flag = parse_is_reverse(*r);
+    if (!flag)
+      return Outcome::failure(ErrorClass::kInvalid,
+                              "instance.scale_in_targets: is_reverse must be true, false, "
+                              "\"True\" or \"False\", not " +
+                                  json::serialize(*r).substr(0, 64));
+    reverse = *flag;
+  }
   const json::value* aspects = vnfd->get_object().if_contains("aspects");
   const json::value* a = aspects != nullptr && aspects->is_object()
                              ? aspects->get_object().if_contains(aspect->get_string())
@@ -234,14 +246,18 @@ Outcome instance_scale_in_targets(const json::object& in) {
           }
         }
       }
-      int64_t want = step * std::max<int64_t>(steps->get_int64(), 0);
+      int64_t want = 0;
+      if (__builtin_mul_overflow(step, std::max<int64_t>(steps->get_int64(), 0), &want))
+        want = INT64_MAX;
       std::vector<const json::value*> of_vdu;
       for (const auto& v : vnfcs->get_array()) {
         const json::value* d = v.is_object() ? v.get_object().if_contains("vdu") : nullptr;
         if (d != nullptr && d->is_string() && d->get_string() == vdu)
           of_vdu.push_back(&v);
       }
-      for (auto it = of_vdu.rbegin(); it != of_vdu.rend() && want > 0; ++it, --want)
+      if (reverse)
+        std::reverse(of_vdu.begin(), of_vdu.end());
+      for (auto it = of_vdu.begin(); it != of_vdu.end() && want > 0; ++it, --want)
         out.push_back(**it);
     }
   }
@@ -249,6 +265,19 @@ Outcome instance_scale_in_targets(const json::object& in) {
 }
 
 }  // namespace
+
+std::optional<bool> parse_is_reverse(const json::value& v) {
+  if (v.is_bool())
+    return v.get_bool();
+  if (v.is_string()) {
+    std::string_view s = v.get_string();
+    if (s == "True" || s == "true")
+      return true;
+    if (s == "False" || s == "false")
+      return false;
+  }
+  return std::nullopt;
+}
 
 void add_instance_actions(Registry& r) {
   r.add_inline(
@@ -260,7 +289,8 @@ void add_instance_actions(Registry& r) {
                              {"level: integer", "previous: integer"}),
                instance_scale);
   r.add_inline("instance.scale_in_targets",
-               Signature::of({"vnfd: any", "aspect: string", "steps: integer", "vnfcs: list(vnfc)"},
+               Signature::of({"vnfd: any", "aspect: string", "steps: integer", "vnfcs: list(vnfc)",
+                              "is_reverse?: any"},
                              {"vnfcs: list(vnfc)"}),
                [](const json::object& in, json::value&) { return instance_scale_in_targets(in); });
   r.add_inline("instance.check",

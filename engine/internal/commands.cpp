@@ -761,6 +761,15 @@ base::Result<OpRecord> request_operation(Store& store, std::string_view instance
                                              std::to_string(kMaxScaleSteps));
       steps = n->get_int64();
     }
+    // Tacker's is_reverse picks which members a SCALE_IN removes; instance.scale_in_targets
+    // reads it. A value it cannot read is refused now, not in the middle of the operation.
+    if (const json::value* ap = request.as_object().if_contains("additionalParams");
+        ap != nullptr && ap->is_object()) {
+      if (const json::value* r = ap->get_object().if_contains("is_reverse");
+          r != nullptr && !r->is_null() && !actions::parse_is_reverse(*r))
+        return base::Status::InvalidArgument(
+            "additionalParams.is_reverse must be true, false, \"True\" or \"False\"");
+    }
     // The level it would reach, against the aspect's max_scale_level: refused now, not in
     // the middle of the operation.
     const json::object& asp = vnfd.at("aspects").as_object().at(aspect).as_object();

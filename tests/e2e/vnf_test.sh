@@ -235,7 +235,7 @@ scenario_registry_faults() {
 
 # ---------------------------------------------------------------------------------------
 scenario_k8s() {
-  echo "== Kubernetes cluster with two private registries: instantiate, scale out/in, heal worker, heal master, heal whole, terminate"
+  echo "== Kubernetes cluster with two private registries: instantiate, scale out/in (oldest, is_reverse), heal worker, heal master (refused), heal whole, terminate"
   local P=$root/csar-samples/k8s-cluster pkg inst op m ws ip new w mid m2
   pkg=$("$vnflow" package onboard "$P")
   inst=$("$vnflow" instance create --package "$pkg" --name k8s)
@@ -284,10 +284,25 @@ PYEOF
     bash -c "[[ \$(bash '$vm' exec $(vm_at "$m") cat /var/lib/vnflow-standin/k8s/nodes | wc -l) == 4 ]] && bash '$vm' exec $(vm_at "$new") grep -q endpoint /var/lib/vnflow-standin/k8s/joined && bash '$vm' exec $(vm_at "$new") grep -q 10.231.0.1:5000 /etc/docker/daemon.json"
   check "scale out: the master's /etc/hosts names the new worker" on_vm "$m" grep -q "worker-${new//./-}" /etc/hosts
 
+  # Scale-in removes the oldest worker, as Heat and Tacker do; is_reverse "True" the newest.
+  local oldest
+  oldest=$(vnfcs | awk '$2=="workerNode"{print $3; exit}')
   op=$(run_k8s scale "$P/Requests/scale_in.json")
   check "scale in COMPLETED" test "$(op_state "$op")" = COMPLETED
-  check "scale in: the newest worker was drained and deleted (3 nodes, not in hosts)" \
+  check "scale in: the oldest worker ($oldest) was drained and deleted (3 nodes, not in hosts), the new one kept" \
+    bash -c "[[ \$(bash '$vm' exec $(vm_at "$m") cat /var/lib/vnflow-standin/k8s/nodes | wc -l) == 3 ]] && ! bash '$vm' exec $(vm_at "$m") grep -q '${oldest//./-}' /var/lib/vnflow-standin/k8s/nodes /etc/hosts && bash '$vm' exec $(vm_at "$m") grep -q '${new//./-}' /var/lib/vnflow-standin/k8s/nodes"
+  check "scale in: the record lists the oldest worker as removed" \
+    test "$(inst_field "$inst" '",".join(v["address"] for v in d["affected_vnfcs"]["removed"])')" = "$oldest"
+  op=$(run_k8s scale "$P/Requests/scale_out.json")
+  new=$(vnfcs | awk '$2=="workerNode"{print $3}' | tail -1)
+  check "scale out again COMPLETED ($new)" test "$(op_state "$op")" = COMPLETED
+  op=$(run_k8s scale "$P/Requests/scale_in_reverse.json")
+  check "scale in with is_reverse \"True\" COMPLETED" test "$(op_state "$op")" = COMPLETED
+  check "scale in with is_reverse: the newest worker ($new) went, 3 nodes" \
     bash -c "[[ \$(bash '$vm' exec $(vm_at "$m") cat /var/lib/vnflow-standin/k8s/nodes | wc -l) == 3 ]] && ! bash '$vm' exec $(vm_at "$m") grep -q '${new//./-}' /var/lib/vnflow-standin/k8s/nodes /etc/hosts"
+  printf '{"type": "SCALE_IN", "aspectId": "worker_instance", "additionalParams": {"is_reverse": "maybe"}}\n' >"$work/k8s-maybe.json"
+  check "scale in: is_reverse \"maybe\" is refused with the request" \
+    bash -c "! '$vnflow' instance scale $inst --request '$work/k8s-maybe.json' 2>'$work/maybe.err' && grep -q 'is_reverse must be' '$work/maybe.err'"
 
   w=$(vnfcs | awk '$2=="workerNode"{print $1; exit}')
   sed "s/WORKER_VNFC_ID/$w/" "$P/Requests/heal_worker.json" >"$work/k8s-hw.json"
@@ -295,12 +310,16 @@ PYEOF
   check "heal worker COMPLETED" test "$(op_state "$op")" = COMPLETED
   check "heal worker: the replacement joined (3 nodes)" test "$(nodes)" = 3
 
+  # Healing the only master would lose the control plane and every workload: refused
+  # before anything changes (Tacker refuses it too); a whole heal builds a new cluster.
   mid=$(vnfcs | awk '$2=="masterNode"{print $1}')
   sed "s/MASTER_VNFC_ID/$mid/" "$P/Requests/heal_master.json" >"$work/k8s-hm.json"
   op=$(run_k8s heal "$work/k8s-hm.json")
-  check "heal master COMPLETED" test "$(op_state "$op")" = COMPLETED
-  m=$(vnfcs | awk '$2=="masterNode"{print $3}')
-  check "heal master: new control plane, VIM re-registered, 3 nodes" \
+  check "heal of the only master: FAILED_TEMP in heal_start, saying why" \
+    bash -c "[[ \$('$vnflow' op show $op --json | $PY -c 'import json,sys; d=json.load(sys.stdin); print(d[\"operationState\"], \"every master\" in d[\"error\"][\"detail\"])') == 'FAILED_TEMP True' ]]"
+  check "heal of the only master: no VM touched, no stack update" bash -c "! '$vnflow' op history $op | grep -qE 'dispatched heal(_start)?\.(drain|mark_unhealthy|update_stack)'"
+  "$vnflow" op fail "$op" >/dev/null
+  check "heal of the only master: the cluster is as it was (3 nodes, same VIM)" \
     bash -c "'$vnflow' vim list | grep -q 'kubernetes_vim_$inst  kubernetes  https://$m:6443' && [[ \$(bash '$vm' exec $(vm_at "$m") cat /var/lib/vnflow-standin/k8s/nodes | wc -l) == 3 ]]"
 
   op=$(run_k8s heal "$P/Requests/heal_whole.json")

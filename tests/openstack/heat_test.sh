@@ -157,8 +157,8 @@ op=$("$vnflow" instance scale "$inst" --request "$work/scale_in.json")
 check "scale in COMPLETED" wait_op "$op"
 view=$(stack_view "$stack")
 check "Heat: UPDATE_COMPLETE with 1 worker" test "${view% *}" = "UPDATE_COMPLETE 1"
-check "the newest worker was removed, the oldest kept" test "$(inst_field "$inst" '",".join(v["id"] for v in d["vnfcs"] if v["vdu"]=="workerVDU")')" = "$oldest"
-check "record: affected_vnfcs.removed names the removed worker" test "$(inst_field "$inst" '",".join(v["id"] for v in d["affected_vnfcs"]["removed"])')" = "$newest"
+check "the oldest worker was removed (as Heat and Tacker do), the newest kept" test "$(inst_field "$inst" '",".join(v["id"] for v in d["vnfcs"] if v["vdu"]=="workerVDU")')" = "$newest"
+check "record: affected_vnfcs.removed names the removed worker" test "$(inst_field "$inst" '",".join(v["id"] for v in d["affected_vnfcs"]["removed"])')" = "$oldest"
 
 echo "== heal the whole VNF (delete + create)"
 printf '{"additionalParams": {"inventory_dir": "%s"}}\n' "$inv" >"$work/heal_all.json"

@@ -94,6 +94,74 @@ base::SourceLocation Node::location() const {
   return {doc_->display, r.line, r.column};
 }
 
+base::SourceLocation Node::location_at(uint32_t offset) const {
+  base::SourceLocation loc = location();
+  if (!doc_ || loc.line == 0)
+    return loc;
+  const RawNode& r = doc_->nodes[index_];
+  std::string_view value = scalar();
+  std::string_view src = doc_->source;
+  if (r.kind != Kind::kScalar || offset > value.size() || src.empty())
+    return loc;
+  // The node's mark as a byte of the source.
+  size_t j = 0;
+  for (uint32_t line = 1; line < r.line; ++line) {
+    j = src.find('\n', j);
+    if (j == std::string_view::npos)
+      return loc;
+    ++j;
+  }
+  j += r.column - 1;
+  if (j >= src.size())
+    return loc;
+  uint32_t line = r.line, column = r.column;
+  auto advance = [&] {
+    if (src[j] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+    ++j;
+  };
+  char first = src[j];
+  if (first == '|' || first == '>') {
+    while (j < src.size() && src[j] != '\n')  // the header line: indicator, chomping, comment
+      advance();
+  } else if (first == '"' || first == '\'') {
+    advance();
+  }
+  // Walk the value and the source together: equal bytes match; blanks and line breaks in
+  // the source that the value does not have (indentation, folding, chomping) are passed
+  // over, with the spaces or line breaks a fold made of them. Anything else (an escape)
+  // and the text cannot be followed.
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  size_t i = 0;
+  while (i < offset) {
+    if (j >= src.size())
+      return loc;
+    if (value[i] == src[j]) {
+      ++i;
+      advance();
+    } else if (blank(src[j])) {
+      while (j < src.size() && blank(src[j]))
+        advance();
+      while (i < offset && (value[i] == ' ' || value[i] == '\n'))
+        ++i;
+    } else {
+      return loc;
+    }
+  }
+  // Past the blanks before the byte's own character, which must be the source's there.
+  if (i < value.size() && !blank(value[i])) {
+    while (j < src.size() && blank(src[j]))
+      advance();
+    if (j >= src.size() || src[j] != value[i])
+      return loc;
+  }
+  return {doc_->display, line, column};
+}
+
 namespace {
 
 bool needs_quotes(std::string_view s) {
@@ -460,6 +528,7 @@ std::unique_ptr<Document> parse_yaml(std::string_view text, std::string display,
     diags.error("C0020", doc->start(), "file contains NUL bytes; not a text file");
     return nullptr;
   }
+  doc->source = std::string(text);
   FastYaml fast;
   bool fast_read = use_fast_path && fast.read(text);
   if (fast_read && known != nullptr) {

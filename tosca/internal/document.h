@@ -35,6 +35,9 @@ class Document {
   std::vector<RawNode> nodes;
   std::vector<uint32_t> kids;
   std::string text;
+  // The file's text as read (after a byte order mark), so that a byte of a folded, literal
+  // or multi-line scalar can be located (Node::location_at); "" for catalog trees.
+  std::string source;
   uint32_t root_index = 0;
   bool has_root = false;
   uint64_t expanded_nodes = 0;  // nodes with every alias expanded (parse_yaml sets it)

@@ -432,6 +432,20 @@ std::vector<std::string> check_request(std::string_view operation, const json::v
                          json::serialize(*v).substr(0, 40));
     }
   }
+  // Tacker's user-data classes (Python run by the VNFM) compute a Heat stack's parameters;
+  // vnflow computes them itself (heat.parameters). Refused rather than ignored.
+  if (const json::value* ap = o.if_contains("additionalParams"); ap != nullptr && ap->is_object()) {
+    for (std::string_view k : {"lcm-operation-user-data", "lcm-operation-user-data-class"}) {
+      if (!ap->get_object().contains(k))
+        continue;
+      problems.push_back("additionalParams." + std::string(k) +
+                         ": vnflow does not run Tacker's Python user-data classes; it derives "
+                         "the Heat stack's parameters from the VNFD itself (heat.parameters, "
+                         "overridable by additionalParams.nfv): remove lcm-operation-user-data "
+                         "and lcm-operation-user-data-class");
+      break;
+    }
+  }
   find_sealed(request, "", problems);
   return problems;
 }

@@ -42,17 +42,10 @@ std::optional<double> parse_duration(std::string_view s) {
   return v * mult;
 }
 
-// The location of byte `offset` of a scalar. Exact for one-line plain or quoted scalars
-// without escapes; otherwise the scalar's own location (the text was reflowed or unescaped
-// and the offset no longer maps to one column).
+// The location of byte `offset` of a scalar (tosca::Node::location_at: exact across the
+// lines of folded, literal and multi-line scalars).
 base::SourceLocation shifted(tosca::Node n, uint32_t offset) {
-  base::SourceLocation loc = n.location();
-  std::string_view s = n.scalar();
-  bool exact = s.find('\n') == std::string_view::npos &&
-               (!n.quoted() || s.find_first_of("\\\"") == std::string_view::npos);
-  if (loc.line != 0 && exact)
-    loc.column += offset + (n.quoted() ? 1 : 0);
-  return loc;
+  return n.location_at(offset);
 }
 
 TypeRef object_type(std::string name, std::vector<Field> fields) {
@@ -314,11 +307,17 @@ class Compiler {
         }
       }
     }
-    for (size_t i = 0; i < n; ++i) {
-      if (!reach[i])
-        diags_.error("W0030", m_.states[i].where, "state \"" + short_name(i) + "\" is unreachable");
+    // A transition missing or to a missing state (W0003, W0004, a state of no or two kinds)
+    // cuts the graph: what looks unreachable or stuck behind it is the same mistake again,
+    // so only that error is reported.
+    if (cut_edges_ == 0) {
+      for (size_t i = 0; i < n; ++i) {
+        if (!reach[i])
+          diags_.error("W0030", m_.states[i].where,
+                       "state \"" + short_name(i) + "\" is unreachable");
+      }
+      report_stuck(reach, term, succ, pred);
     }
-    report_stuck(reach, term, succ, pred);
     reach_ = std::move(reach);
     succ_ = std::move(succ);
     pred_ = std::move(pred);
@@ -473,7 +472,10 @@ class Compiler {
       scope.states = &outputs[s.segment];
       scope.self_index = static_cast<int>(i);
       // States whose success node dominates state i (i reachable; i < n never equals it).
-      scope.ran_before = [&tin, &tout, n, i](int k) {
+      // With a transition cut the order of states is unknown: no W0021 for it.
+      scope.ran_before = [&tin, &tout, n, i, cut = cut_edges_ != 0](int k) {
+        if (cut)
+          return true;
         size_t x = n + static_cast<size_t>(k);
         return tin[i] >= 0 && tin[x] >= 0 && tin[x] <= tin[i] && tout[i] <= tout[x];
       };
@@ -627,6 +629,7 @@ class Compiler {
     if (!hint.empty())
       msg += "; did you mean \"" + hint + "\"?";
     diags_.error("W0004", n.location(), msg);
+    ++cut_edges_;
     return -1;
   }
 
@@ -667,6 +670,7 @@ class Compiler {
                                        "\" needs one of action, choice, wait, succeed, fail"
                                  : "state \"" + pending_[i].short_name + "\" has both \"" +
                                        kinds[0] + "\" and \"" + kinds[1] + "\"");
+      ++cut_edges_;
       return;
     }
     const std::string& kind = kinds[0];
@@ -748,8 +752,10 @@ class Compiler {
       }
       if (tosca::Node nx = n.get("next"))
         s.next = target(nx, local);
-      else
+      else {
         diags_.error("W0003", s.where, "state \"" + pending_[i].short_name + "\" needs \"next\"");
+        ++cut_edges_;
+      }
       if (tosca::Node f = n.get("on_failure"))
         s.on_failure = target(f, local);
     } else if (kind == "choice") {
@@ -757,11 +763,13 @@ class Compiler {
       tosca::Node list = n.get("choice");
       if (!list.is_seq() || list.size() == 0) {
         diags_.error("W0001", list.location(), "\"choice\" is a list of {when, next}");
+        ++cut_edges_;
       } else {
         for (size_t k = 0; k < list.size(); ++k) {
           tosca::Node c = list.item(k);
           if (!c.is_map() || !c.get("when") || !c.get("next")) {
             diags_.error("W0001", c.location(), "a choice is a map with \"when\" and \"next\"");
+            ++cut_edges_;
             continue;
           }
           static const std::vector<std::string> kChoice = {"when", "next"};
@@ -775,15 +783,19 @@ class Compiler {
       }
       if (tosca::Node d = n.get("default"))
         s.next = target(d, local);
-      else
+      else {
         diags_.error("W0003", s.where,
                      "choice state \"" + pending_[i].short_name + "\" needs \"default\"");
+        ++cut_edges_;
+      }
     } else if (kind == "wait") {
       s.kind = StateKind::kWait;
       if (tosca::Node nx = n.get("next"))
         s.next = target(nx, local);
-      else
+      else {
         diags_.error("W0003", s.where, "state \"" + pending_[i].short_name + "\" needs \"next\"");
+        ++cut_edges_;
+      }
     } else if (kind == "succeed") {
       s.kind = StateKind::kSucceed;
     } else {
@@ -1172,6 +1184,7 @@ class Compiler {
   std::vector<Pending> pending_;
   std::map<std::string, std::map<std::string, int>> segments_;
   std::vector<bool> reach_;
+  size_t cut_edges_ = 0;  // transitions missing or to no state (W0003, W0004, W0032, W0001)
   std::vector<std::vector<int>> succ_, pred_;
 };
 

@@ -341,7 +341,7 @@ std::string render(const Machine& m, Format f) {
     }
     case Format::kDot: {
       o << "digraph " << dot_id(m.operation)
-        << " {\n  rankdir=TB;\n  node [shape=box, style=rounded];\n";
+        << " {\n  rankdir=TB;\n  compound=true;\n  node [shape=box, style=rounded];\n";
       o << "  \"[start]\" [shape=circle, label=\"\", width=0.2, style=filled, fillcolor=black];\n";
       o << "  \"COMPLETED\" [shape=doublecircle];\n  \"FAILED_TEMP\" [shape=doublecircle, "
            "color=red];\n";
@@ -376,12 +376,29 @@ std::string render(const Machine& m, Format f) {
         if (s.on_failure >= 0)
           o << "  " << dot_id(s.name) << " -> " << dot_id(name_at(m, s.on_failure))
             << " [style=dashed, color=red, label=\"failure\"];\n";
-        else if (s.kind == StateKind::kAction)
-          o << "  " << dot_id(s.name) << " -> \"FAILED_TEMP\" [style=dashed, color=red];\n";
         if (s.kind == StateKind::kSucceed && s.next < 0)
           o << "  " << dot_id(s.name) << " -> \"COMPLETED\";\n";
         if (s.kind == StateKind::kFail)
           o << "  " << dot_id(s.name) << " -> \"FAILED_TEMP\" [color=red];\n";
+      }
+      // An action state without on_failure stops in FAILED_TEMP when it fails: one edge per
+      // file from its box, not one per state (a package's machine has dozens of them).
+      cluster = 0;
+      for (const auto& seg : order) {
+        const State* first = nullptr;
+        size_t count = 0;
+        for (const State* s : by_segment[seg]) {
+          if (s->kind == StateKind::kAction && s->on_failure < 0) {
+            first = first != nullptr ? first : s;
+            ++count;
+          }
+        }
+        if (first != nullptr)
+          o << "  " << dot_id(first->name) << " -> \"FAILED_TEMP\" [ltail=cluster_" << cluster
+            << ", style=dashed, color=red, label="
+            << dot_id(count == 1 ? "failure" : "failure of any of " + std::to_string(count))
+            << "];\n";
+        ++cluster;
       }
       o << "}\n";
       break;

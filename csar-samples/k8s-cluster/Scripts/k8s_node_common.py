@@ -210,6 +210,8 @@ def cmd_hosts(args):
     for r in secrets().get("registries") or []:
         for entry in re.split(r"[,\n]", str(r.get("hosts_string") or "")):
             entry = " ".join(entry.split())
+            if entry and not HOSTS_ENTRY.match(entry):
+                die("private registry hosts_string entry %r is not \"<IP address> <host name>\"" % entry[:100])
             if entry and entry not in lines:
                 lines.append(entry)
     with Lock("hosts"):
@@ -236,12 +238,21 @@ def cmd_hosts(args):
 # ------------------------------------------------------------------------------ registries
 
 
+# A registry's server: a host name, an IPv4 address or a [IPv6] address, then an optional
+# :port. It names directories (/etc/docker/certs.d/SERVER), so no "/" and no "..".
+REGISTRY_SERVER = re.compile(
+    r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+    r"|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?$")
+# A hosts_string entry: "<IP address> <host name> [<alias>...]", as an /etc/hosts line.
+HOSTS_ENTRY = re.compile(r"^[0-9A-Fa-f:.]{2,45}(?: [A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)+$")
+
+
 def registries():
     out = []
     for r in secrets().get("registries") or []:
         server = str(r.get("server") or "").strip()
-        if not re.match(r"^[A-Za-z0-9.\-\[\]:]+$", server):
-            die("private registry server %r is not host:port" % server)
+        if not REGISTRY_SERVER.match(server):
+            die("private registry server %r is not a host name or address with an optional :port" % server[:100])
         out.append(dict(r, server=server, connection_type=str(r.get("connection_type", ""))))
     return out
 
@@ -264,7 +275,7 @@ def ca_bundle():
 
 def cmd_registries(args):
     """registries MODE: /etc/docker/daemon.json insecure-registries (connection_type "0"),
-    /etc/docker/certs.d/SERVER/ca.crt (connection_type "1" with certificate_path), and for
+    /etc/docker/certs.d/SERVER/ca.crt (every registry with certificate_path), and for
     MODE=real also containerd's /etc/containerd/certs.d/SERVER/hosts.toml. Prints
     "changed" when the container runtime needs a restart."""
     mode = args[0] if args else "standin"
@@ -287,7 +298,7 @@ def cmd_registries(args):
         changed |= write_atomic(path, json.dumps(conf, indent=2, sort_keys=True) + "\n")
     for r in regs:
         s = r["server"]
-        if r["connection_type"] == "1" and s in cas:
+        if s in cas:  # Tacker places a given CA for HTTP registries too
             changed |= write_atomic("/etc/docker/certs.d/%s/ca.crt" % s, cas[s])
         if mode == "real":
             host = "http://" + s if r["connection_type"] == "0" else "https://" + s

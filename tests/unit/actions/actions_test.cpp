@@ -153,7 +153,8 @@ TEST_CASE("VNFCs come from VDU resources, with their CP addresses in the same me
   CHECK(vnfcs[1].at("addresses").at("worker_CP1").as_string() == "10.0.0.6");
 }
 
-TEST_CASE("group members: oldest first, the scale-in targets are the newest of the aspect's VDUs") {
+TEST_CASE(
+    "group members: oldest first; a scale-in removes the oldest, with is_reverse the newest") {
   // Two members of the worker group (stack g/G): member stacks m1 (older) and m2 (newer).
   json::array res = json::parse(R"([
     {"resource_name": "aaa", "resource_type": "OS::Heat::Stack", "resource_status": "CREATE_COMPLETE",
@@ -188,13 +189,33 @@ TEST_CASE("group members: oldest first, the scale-in targets are the newest of t
       record);
   REQUIRE(one.ok);
   REQUIRE(one.outputs.at("vnfcs").as_array().size() == 1);
-  CHECK(one.outputs.at("vnfcs").as_array()[0].at("id") == "s2");  // the newest goes
+  CHECK(one.outputs.at("vnfcs").as_array()[0].at("id") == "s1");  // the oldest goes
+  // The one VNFC a scale-in by one step removes, given Tacker's is_reverse.
+  auto target = [&](const json::value& flag) -> std::string {
+    auto r = run_inline("instance.scale_in_targets",
+                        json::object{{"vnfd", vnfd},
+                                     {"aspect", "worker_aspect"},
+                                     {"steps", 1},
+                                     {"vnfcs", vnfcs},
+                                     {"is_reverse", flag}},
+                        record);
+    if (!r.ok)
+      return "error: " + r.message;
+    REQUIRE(r.outputs.at("vnfcs").as_array().size() == 1);
+    return std::string(r.outputs.at("vnfcs").as_array()[0].at("id").as_string());
+  };
+  for (const json::value& flag : {json::value("True"), json::value(true), json::value("true")})
+    CHECK(target(flag) == "s2");  // the newest goes
+  for (const json::value& flag : {json::value("False"), json::value(false), json::value(nullptr)})
+    CHECK(target(flag) == "s1");
+  CHECK(target("yes").find("error: instance.scale_in_targets: is_reverse must be") == 0);
   auto all = run_inline(
       "instance.scale_in_targets",
       json::object{{"vnfd", vnfd}, {"aspect", "worker_aspect"}, {"steps", 5}, {"vnfcs", vnfcs}},
       record);
   REQUIRE(all.ok);
-  CHECK(all.outputs.at("vnfcs").as_array().size() == 2);
+  REQUIRE(all.outputs.at("vnfcs").as_array().size() == 2);
+  CHECK(all.outputs.at("vnfcs").as_array()[0].at("id") == "s1");  // in their order
   auto unknown = run_inline(
       "instance.scale_in_targets",
       json::object{{"vnfd", vnfd}, {"aspect", "nope"}, {"steps", 1}, {"vnfcs", vnfcs}}, record);

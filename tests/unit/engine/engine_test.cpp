@@ -388,7 +388,26 @@ TEST_CASE("scale moves the aspect level within its bounds") {
   auto op3 = engine::request_operation(*f.store, f.instance_id, "scale", in, diags);
   REQUIRE(!op3.ok());
   CHECK(op3.status().message().find("at scale level 2") != std::string::npos);
+  // Tacker's is_reverse: a value the scale-in cannot read is refused with the request.
+  auto odd = json::parse(R"({"type": "SCALE_IN", "aspectId": "node_aspect",
+                            "additionalParams": {"is_reverse": "yes"}})");
+  auto op4 = engine::request_operation(*f.store, f.instance_id, "scale", odd, diags);
+  REQUIRE(!op4.ok());
+  CHECK(op4.status().message() ==
+        "additionalParams.is_reverse must be true, false, \"True\" or \"False\"");
+  // Tacker's user-data classes are refused, not ignored.
+  auto ud = json::parse(R"({"type": "SCALE_IN", "aspectId": "node_aspect",
+                           "additionalParams": {"lcm-operation-user-data": "./UserData/x.py"}})");
+  auto op5 = engine::request_operation(*f.store, f.instance_id, "scale", ud, diags);
+  REQUIRE(!op5.ok());
+  CHECK(op5.status().message().find(
+            "additionalParams.lcm-operation-user-data: vnflow does not run") != std::string::npos);
   CHECK(f.store->list_ops({f.instance_id, std::nullopt, 10}).value().size() == 2);
+  auto rev = json::parse(R"({"type": "SCALE_IN", "aspectId": "node_aspect",
+                            "additionalParams": {"is_reverse": "True", "work_dir": "/nonexistent"}})");
+  std::string op6 = f.request("scale", rev);
+  f.run();
+  CHECK(f.state(op6) == OpState::kCompleted);
 }
 
 TEST_CASE("replay: the recording reproduces; a changed machine diverges") {

@@ -32,6 +32,51 @@ TEST_CASE("every value keeps its 1-based line and column", "[tosca][yaml]") {
   CHECK(b.item(1).location().file == "f.yaml");
 }
 
+TEST_CASE("a byte of a multi-line scalar is located on its own line and column", "[tosca][yaml]") {
+  const std::string text =
+      "folded: >-\n"         // 1
+      "  alpha beta\n"       // 2
+      "    gamma\n"          // 3
+      "  delta\n"            // 4
+      "literal: |\n"         // 5
+      "  one\n"              // 6
+      "\n"                   // 7
+      "    two three\n"      // 8
+      "plain: first\n"       // 9
+      "  second\n"           // 10
+      "quoted: 'it''s x'\n"  // 11
+      "dq: \"a\\nb c\"\n"    // 12
+      "crlf: >\r\n  x\r\n  y\r\n";
+  for (bool fast : {true, false}) {
+    CAPTURE(fast);
+    base::Diagnostics diags;
+    auto doc = parse_yaml(text, "f.yaml", {}, diags, fast);
+    REQUIRE(doc);
+    auto at = [&](const char* key, std::string_view needle) {
+      tosca::Node n = doc->root().get(key);
+      size_t off = n.scalar().find(needle);
+      REQUIRE(off != std::string_view::npos);
+      base::SourceLocation l = n.location_at(static_cast<uint32_t>(off));
+      return std::to_string(l.line) + ":" + std::to_string(l.column);
+    };
+    CHECK(doc->root().get("folded").scalar() == "alpha beta\n  gamma\ndelta");
+    CHECK(at("folded", "alpha") == "2:3");
+    CHECK(at("folded", "beta") == "2:9");
+    CHECK(at("folded", "gamma") == "3:5");
+    CHECK(at("folded", "delta") == "4:3");
+    CHECK(at("literal", "one") == "6:3");
+    CHECK(at("literal", "three") == "8:9");
+    CHECK(at("plain", "first") == "9:8");
+    CHECK(at("plain", "second") == "10:3");
+    CHECK(at("quoted", "it") == "11:10");
+    // After the '' escape the text no longer maps to columns: the scalar's own location.
+    CHECK(at("quoted", "s x") == "11:9");
+    CHECK(at("dq", "a") == "12:6");
+    CHECK(at("dq", "c") == "12:5");
+    CHECK(at("crlf", "y") == "15:3");
+  }
+}
+
 TEST_CASE("duplicate keys are errors at the second key", "[tosca][yaml]") {
   base::Diagnostics diags;
   auto doc = parse_yaml("x: 1\ny: 2\nx: 3\n", "f.yaml", {}, diags);

@@ -2,6 +2,8 @@
 #include "workflows/workflows.h"
 
 #include <chrono>
+#include <set>
+#include <string>
 
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
@@ -175,6 +177,16 @@ TEST_CASE("every operation of the local demo compiles and round-trips through JS
   auto dot = workflows::render(*inst, workflows::Format::kDot);
   CHECK(dot.find("[label=\"configure\\nlocal.exec") != std::string::npos);
   CHECK(dot.find("\\\\n") == std::string::npos);
+  // Failures that stop the operation: one edge per file's box, not one per action state.
+  size_t to_failed = 0;
+  for (size_t at = 0; (at = dot.find("-> \"FAILED_TEMP\"", at)) != std::string::npos; ++at)
+    ++to_failed;
+  std::set<std::string> segments;
+  for (const auto& s : inst->states)
+    segments.insert(s.segment);
+  CHECK(to_failed <= segments.size() + 2);  // + the fail states
+  CHECK(dot.find("[ltail=cluster_0, style=dashed, color=red, label=\"failure of any of") !=
+        std::string::npos);
   auto seq = workflows::render(*inst, workflows::Format::kSeqdiag);
   CHECK(seq.find("\"vnflow\" -> \"vnflow host\"") != std::string::npos);
   CHECK(seq.find("\"vnflow\" -> \"VnfInstance (vnflow DB)\"") != std::string::npos);
@@ -230,6 +242,18 @@ std::vector<std::string> compile_diags(const std::string& yaml, bool* compiled =
   for (const auto& d : diags.sorted())
     out.push_back(base::to_string(d));
   return out;
+}
+
+// The diagnostics of a workflow that must not compile, one per line.
+std::string refused(const std::string& yaml, size_t* count) {
+  bool compiled = true;
+  auto diags = compile_diags(yaml, &compiled);
+  CHECK_FALSE(compiled);
+  std::string all;
+  for (const auto& d : diags)
+    all += d + "\n";
+  *count = diags.size();
+  return all;
 }
 
 }  // namespace
@@ -627,17 +651,47 @@ states:
   done:
     succeed: true
 )";
-  bool compiled = true;
-  auto diags = compile_diags(yaml, &compiled);
-  CHECK_FALSE(compiled);
-  std::string all;
-  for (const auto& d : diags)
-    all += d + "\n";
+  size_t count = 0;
+  std::string all = refused(yaml, &count);
   INFO(all);
-  REQUIRE(diags.size() == 3);
+  REQUIRE(count == 3);
   CHECK(all.find("no state \"a\" before this one") != std::string::npos);  // itself
   CHECK(all.find("state \"b\" may not have run") != std::string::npos);
   CHECK(all.find("no state \"aa\" before this one; did you mean \"a\"?") != std::string::npos);
+}
+
+TEST_CASE("a transition to a missing state is the one error: no cascade behind it") {
+  // "nxet" cuts the graph after a: b and done look unreachable, a looks stuck, and c's
+  // read of states.b looks unordered. All of that is the same typo, reported once.
+  std::string yaml = R"(start: a
+states:
+  a:
+    action: local.exec
+    with:
+      command: ["true"]
+    timeout: 10s
+    next: nxet
+  b:
+    action: local.exec
+    with:
+      command: ["echo", "${states.a.stdout}"]
+    timeout: 10s
+    next: c
+  c:
+    action: local.exec
+    with:
+      command: ["echo", "${states.b.stdout}", "${nosuch.x}"]
+    timeout: 10s
+    next: done
+  done:
+    succeed: true
+)";
+  size_t count = 0;
+  std::string all = refused(yaml, &count);
+  INFO(all);
+  REQUIRE(count == 2);
+  CHECK(all.find("no state \"nxet\" in this workflow") != std::string::npos);
+  CHECK(all.find("unknown name \"nosuch\"") != std::string::npos);  // other errors still come
 }
 
 TEST_CASE("list functions: range, slice, concat, distinct, sort, first, last") {
