@@ -201,6 +201,12 @@ bool is_secret_name(std::string_view name);
 // Checks an OpenStack VIM's access info (auth_url, user or application credential,
 // project) without contacting it; the message says what is missing.
 base::Status check_openstack_access(const json::object& access);
+// The password of the first URL in `s` that carries credentials ("scheme://user:PASSWORD@
+// host...", as proxy settings do), its offset in `s`, or npos when there is none. Such a
+// string is a secret wherever it stands, whatever its field is called.
+size_t url_password(std::string_view s, size_t* length);
+// `s` with the password of every URL in it replaced by "***".
+std::string redact_url_passwords(std::string s);
 // `s` with every occurrence of each of `secrets` replaced by "***" (in the given order: put
 // longer secrets first when one contains another).
 std::string scrub(std::string s, const std::vector<std::string>& secrets);

@@ -716,7 +716,7 @@ json::object heat_inventory(const json::array& resources, const json::object& vd
     }
     vnfcs.push_back(std::move(v));
   }
-  // By VDU, then oldest first (the newest are the last: scale-in removes those).
+  // By VDU, then oldest first (scale-in removes the first ones, or with is_reverse the last).
   std::stable_sort(vnfcs.begin(), vnfcs.end(), [](const json::value& a, const json::value& b) {
     auto key = [](const json::value& x) {
       const auto& o = x.get_object();

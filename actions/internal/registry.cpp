@@ -108,6 +108,34 @@ std::string scrub(std::string s, const std::vector<std::string>& secrets) {
   return s;
 }
 
+size_t url_password(std::string_view s, size_t* length) {
+  for (size_t at = s.find("://"); at != std::string_view::npos; at = s.find("://", at + 3)) {
+    // The authority: up to the next '/', '?', '#', blank or quote.
+    size_t start = at + 3;
+    size_t end = s.find_first_of("/?# \t\r\n\"'", start);
+    std::string_view auth = s.substr(start, end == std::string_view::npos ? s.npos : end - start);
+    size_t alpha = auth.rfind('@');
+    if (alpha == std::string_view::npos)
+      continue;
+    size_t colon = auth.substr(0, alpha).find(':');
+    if (colon == std::string_view::npos || colon + 1 == alpha)
+      continue;
+    *length = alpha - colon - 1;
+    return start + colon + 1;
+  }
+  return std::string_view::npos;
+}
+
+std::string redact_url_passwords(std::string s) {
+  size_t from = 0, len = 0;
+  for (size_t at; from < s.size() && (at = url_password(std::string_view(s).substr(from), &len)) !=
+                                         std::string_view::npos;) {
+    s.replace(from + at, len, "***");
+    from += at + 3;
+  }
+  return s;
+}
+
 json::value redact(const json::value& v) {
   if (v.is_object()) {
     json::object o;
@@ -122,6 +150,9 @@ json::value redact(const json::value& v) {
       a.push_back(redact(item));
     return a;
   }
+  size_t len = 0;
+  if (v.is_string() && url_password(v.get_string(), &len) != std::string_view::npos)
+    return json::value(redact_url_passwords(std::string(v.get_string())));
   return v;
 }
 

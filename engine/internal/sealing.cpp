@@ -25,7 +25,14 @@ constexpr std::string_view kKeyCheckText = "vnflow database key check";
 // secret-named field contains that name, so the field-name rule itself, applied to the whole
 // text, is the test (one word list, one letter-case rule: they cannot drift apart).
 bool may_hold_secret(std::string_view t) {
-  return actions::is_secret_name(t);
+  size_t len = 0;
+  return actions::is_secret_name(t) || actions::url_password(t, &len) != std::string_view::npos;
+}
+
+// A string that carries a URL's password (a proxy setting) is sealed whole.
+bool url_with_password(const json::value& v) {
+  size_t len = 0;
+  return v.is_string() && actions::url_password(v.get_string(), &len) != std::string_view::npos;
 }
 
 struct SealWalk {
@@ -70,6 +77,8 @@ struct SealWalk {
       }
       return true;
     }
+    if (url_with_password(v))
+      return seal_value(v);
     if (!v.is_object())
       return true;
     for (auto& kv : v.get_object()) {

@@ -22,6 +22,13 @@ constexpr size_t kHistoryStringLimit = 4096;
 void collect_secrets(const json::value& v, bool all, std::vector<std::string>& out) {
   if (v.is_string()) {
     std::string_view sv = v.get_string();
+    size_t len = 0;
+    size_t at = actions::url_password(sv, &len);
+    if (!all && at != std::string_view::npos) {
+      out.emplace_back(sv);  // longest first: the whole, then its password
+      if (len >= 4)
+        out.emplace_back(sv.substr(at, len));
+    }
     if (all && sv.size() >= 4)
       out.emplace_back(sv);
     // Output usually ends in a newline that a message quoting it drops.

@@ -98,7 +98,7 @@ check "... and without script_path: master_node.aspect_id master_instance is no 
   refused_in_hook "$op" instantiate_start.check_aspects 'master_node.aspect_id' '"master_instance"' 'worker_instance'
 
 body k8s_cluster_instantiate.json "$work/k8s-3.json" \
-  "$no_ud_sp_asp"
+  "$no_ud_sp_asp"'; k["master_node"]["password"] = "Seed-Master-Pw-7"; k["private_registry_connection_info"][1]["password"] = "Seed-Reg-Pw-9"'
 op=$("$v" instance instantiate "$inst" --request "$work/k8s-3.json")
 check "... and without it: accepted (registries with and without a port, a CA on HTTPS): the stack is being made" \
   wait_dispatched "$op" instantiate.create_stack 60
@@ -129,6 +129,18 @@ body private_registry_instantiate.json "$work/reg.json"
 op=$("$v" instance instantiate "$inst2" --request "$work/reg.json")
 check "as printed: accepted, the stack is being made" wait_dispatched "$op" instantiate.create_stack 60
 
-check "the daemon logged no secret of the requests" bash -c "! grep -qE 'ubuntu\"|user01\"' '$work/daemon.log'"
+# The passwords: in the accepted k8s body, those of the master and of a registry (secret-named
+# fields; the seed's own equal their user names), and the seed's proxy URLs'
+# (http://user1:password1@...), which are secrets too.
+secrets='Seed-Master-Pw-7|Seed-Reg-Pw-9|password1|password2'
+for o in $("$v" op list | awk '{print $1}'); do
+  "$v" op show "$o" --json
+  "$v" op history "$o" --json
+done >"$work/views" 2>&1
+for i in "$inst" "$inst2"; do "$v" instance show "$i" --json; done >>"$work/views" 2>&1
+check "no password of the requests in any view (op show, op history, instance show)" \
+  bash -c "grep -q proxy '$work/views' && ! grep -qE '$secrets' '$work/views'"
+check "... nor at rest in the database, nor in the daemon's log" \
+  bash -c "test -s '$VNFLOW_DB' && ! grep -saqE '$secrets' '$VNFLOW_DB' '$VNFLOW_DB-wal' '$work/daemon.log'"
 stop_daemon
 t_finish

@@ -273,6 +273,8 @@ PYEOF
     check "$ip: HTTP registry in daemon.json insecure-registries" bash -c "bash '$vm' exec $(vm_at "$ip") cat /etc/docker/daemon.json | grep -q '10.231.0.1:5000'"
     check "$ip: HTTPS registry CA in certs.d" bash -c "bash '$vm' exec $(vm_at "$ip") cat /etc/docker/certs.d/registry.vnflow.test:5443/ca.crt | cmp -s - '$P/Files/certs/registry-ca.crt'"
     check "$ip: registry logins for both" test "$(on_vm "$ip" $PY -c 'import json; print(len(json.load(open("/root/.docker/config.json"))["auths"]))')" = 2
+    check "$ip: kubelet has both registries' credentials (/var/lib/kubelet/config.json, 0600)" \
+      test "$(on_vm "$ip" $PY -c 'import json, os; print(sorted(json.load(open("/var/lib/kubelet/config.json"))["auths"]), oct(os.stat("/var/lib/kubelet/config.json").st_mode & 0o777))')" = "['10.231.0.1:5000', 'registry.vnflow.test:5443'] 0o600"
     check "$ip: joined to https://$m:6443" on_vm "$ip" grep -q "endpoint=https://$m:6443" /var/lib/vnflow-standin/k8s/joined
   done
   check "no token, password or key in any history" bash -c "for o in \$('$vnflow' op list --instance $inst | awk '{print \$1}'); do '$vnflow' op history \$o --json; done | grep -qE 'registry-http-password|vnf-password|BEGIN (RSA |EC )?PRIVATE' && exit 1 || exit 0"

@@ -124,6 +124,16 @@ base::SourceLocation Node::location_at(uint32_t offset) const {
     }
     ++j;
   };
+  // A node's mark is at its anchor (&name) or tag (!tag, !<...>) when it has one: past them
+  // and the blanks after them to the scalar itself.
+  while (j < src.size() && (src[j] == '&' || src[j] == '!')) {
+    while (j < src.size() && src[j] != ' ' && src[j] != '\t' && src[j] != '\n' && src[j] != '\r')
+      advance();
+    while (j < src.size() && (src[j] == ' ' || src[j] == '\t' || src[j] == '\n' || src[j] == '\r'))
+      advance();
+  }
+  if (j >= src.size())
+    return loc;
   char first = src[j];
   if (first == '|' || first == '>') {
     while (j < src.size() && src[j] != '\n')  // the header line: indicator, chomping, comment

@@ -308,16 +308,19 @@ class Compiler {
       }
     }
     // A transition missing or to a missing state (W0003, W0004, a state of no or two kinds)
-    // cuts the graph: what looks unreachable or stuck behind it is the same mistake again,
-    // so only that error is reported.
-    if (cut_edges_ == 0) {
-      for (size_t i = 0; i < n; ++i) {
-        if (!reach[i])
-          diags_.error("W0030", m_.states[i].where,
-                       "state \"" + short_name(i) + "\" is unreachable");
-      }
-      report_stuck(reach, term, succ, pred);
+    // cuts the graph: what looks unreachable or stuck behind it is the same mistake again.
+    // Then a state is called unreachable only when it is in another file than the cuts and
+    // no transition at all leads to it; stuck states are not reported.
+    for (size_t i = 0; i < n; ++i) {
+      const State& st = m_.states[i];
+      bool orphan = static_cast<int>(i) != m_.start && !cut_segments_.count(st.segment) &&
+                    std::none_of(pred[i].begin(), pred[i].end(),
+                                 [i](int p) { return p != static_cast<int>(i); });
+      if (!reach[i] && (cut_segments_.empty() || orphan))
+        diags_.error("W0030", st.where, "state \"" + short_name(i) + "\" is unreachable");
     }
+    if (cut_segments_.empty())
+      report_stuck(reach, term, succ, pred);
     reach_ = std::move(reach);
     succ_ = std::move(succ);
     pred_ = std::move(pred);
@@ -472,9 +475,10 @@ class Compiler {
       scope.states = &outputs[s.segment];
       scope.self_index = static_cast<int>(i);
       // States whose success node dominates state i (i reachable; i < n never equals it).
-      // With a transition cut the order of states is unknown: no W0021 for it.
-      scope.ran_before = [&tin, &tout, n, i, cut = cut_edges_ != 0](int k) {
-        if (cut)
+      // A state a cut made unreachable has no known order: no W0021 for it. (For a state
+      // still reached, the missing transition could only add paths: its W0021 stands.)
+      scope.ran_before = [&tin, &tout, n, i, cut = !cut_segments_.empty()](int k) {
+        if (cut && tin[i] < 0)
           return true;
         size_t x = n + static_cast<size_t>(k);
         return tin[i] >= 0 && tin[x] >= 0 && tin[x] <= tin[i] && tout[i] <= tout[x];
@@ -629,7 +633,7 @@ class Compiler {
     if (!hint.empty())
       msg += "; did you mean \"" + hint + "\"?";
     diags_.error("W0004", n.location(), msg);
-    ++cut_edges_;
+    cut_segments_.insert(parsing_segment_);
     return -1;
   }
 
@@ -652,10 +656,12 @@ class Compiler {
 
   void parse_state(size_t i, const std::map<std::string, int>& local) {
     State& s = m_.states[i];
+    parsing_segment_ = s.segment;
     tosca::Node n = pending_[i].node;
     if (!n.is_map()) {
       diags_.error("W0001", n.location(),
                    "a state is a map (action, choice, wait, succeed or fail)");
+      cut_segments_.insert(parsing_segment_);
       return;
     }
     static const std::vector<std::string> kKinds = {"action", "choice", "wait", "succeed", "fail"};
@@ -670,7 +676,7 @@ class Compiler {
                                        "\" needs one of action, choice, wait, succeed, fail"
                                  : "state \"" + pending_[i].short_name + "\" has both \"" +
                                        kinds[0] + "\" and \"" + kinds[1] + "\"");
-      ++cut_edges_;
+      cut_segments_.insert(parsing_segment_);
       return;
     }
     const std::string& kind = kinds[0];
@@ -754,7 +760,7 @@ class Compiler {
         s.next = target(nx, local);
       else {
         diags_.error("W0003", s.where, "state \"" + pending_[i].short_name + "\" needs \"next\"");
-        ++cut_edges_;
+        cut_segments_.insert(parsing_segment_);
       }
       if (tosca::Node f = n.get("on_failure"))
         s.on_failure = target(f, local);
@@ -763,13 +769,13 @@ class Compiler {
       tosca::Node list = n.get("choice");
       if (!list.is_seq() || list.size() == 0) {
         diags_.error("W0001", list.location(), "\"choice\" is a list of {when, next}");
-        ++cut_edges_;
+        cut_segments_.insert(parsing_segment_);
       } else {
         for (size_t k = 0; k < list.size(); ++k) {
           tosca::Node c = list.item(k);
           if (!c.is_map() || !c.get("when") || !c.get("next")) {
             diags_.error("W0001", c.location(), "a choice is a map with \"when\" and \"next\"");
-            ++cut_edges_;
+            cut_segments_.insert(parsing_segment_);
             continue;
           }
           static const std::vector<std::string> kChoice = {"when", "next"};
@@ -786,7 +792,7 @@ class Compiler {
       else {
         diags_.error("W0003", s.where,
                      "choice state \"" + pending_[i].short_name + "\" needs \"default\"");
-        ++cut_edges_;
+        cut_segments_.insert(parsing_segment_);
       }
     } else if (kind == "wait") {
       s.kind = StateKind::kWait;
@@ -794,7 +800,7 @@ class Compiler {
         s.next = target(nx, local);
       else {
         diags_.error("W0003", s.where, "state \"" + pending_[i].short_name + "\" needs \"next\"");
-        ++cut_edges_;
+        cut_segments_.insert(parsing_segment_);
       }
     } else if (kind == "succeed") {
       s.kind = StateKind::kSucceed;
@@ -1184,7 +1190,10 @@ class Compiler {
   std::vector<Pending> pending_;
   std::map<std::string, std::map<std::string, int>> segments_;
   std::vector<bool> reach_;
-  size_t cut_edges_ = 0;  // transitions missing or to no state (W0003, W0004, W0032, W0001)
+  // The files (segments) with a transition missing or to no state (W0003, W0004, W0032,
+  // W0001), and the one of the state being read.
+  std::set<std::string> cut_segments_;
+  std::string parsing_segment_;
   std::vector<std::vector<int>> succ_, pred_;
 };
 

@@ -396,7 +396,9 @@ std::string render(const Machine& m, Format f) {
         if (first != nullptr)
           o << "  " << dot_id(first->name) << " -> \"FAILED_TEMP\" [ltail=cluster_" << cluster
             << ", style=dashed, color=red, label="
-            << dot_id(count == 1 ? "failure" : "failure of any of " + std::to_string(count))
+            << dot_id(count == 1
+                          ? "failure (1 state without on_failure)"
+                          : "failure (" + std::to_string(count) + " states without on_failure)")
             << "];\n";
         ++cluster;
       }

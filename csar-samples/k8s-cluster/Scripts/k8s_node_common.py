@@ -316,11 +316,22 @@ def cmd_registries(args):
         print("changed")
 
 
+KUBELET_AUTH = "/var/lib/kubelet/config.json"
+
+
 def cmd_login(args):
     """login MODE: log in to every registry that has a username. MODE=real runs
     `docker login --password-stdin`; MODE=standin writes the entry docker login would
-    write to /root/.docker/config.json. The password never reaches argv or stdout."""
+    write to /root/.docker/config.json. Both modes also give kubelet the credentials in
+    /var/lib/kubelet/config.json (0600), the file kubelet reads for image pulls whatever
+    its HOME and the container runtime (containerd's hosts.toml carries none), so a pod on
+    any node pulls from the authenticated registries. The password never reaches argv or
+    stdout."""
     mode = args[0] if args else "standin"
+    kubelet = load(KUBELET_AUTH, {}) if os.path.exists(KUBELET_AUTH) else {}
+    if not isinstance(kubelet, dict) or not isinstance(kubelet.get("auths", {}), dict):
+        kubelet = {}
+    kubelet_auths = kubelet.setdefault("auths", {})
     for r in registries():
         user, pw = r.get("username"), r.get("password")
         if not user or pw is None:
@@ -340,7 +351,10 @@ def cmd_login(args):
             conf.setdefault("auths", {})[s] = {"auth": auth}
             os.makedirs("/root/.docker", mode=0o700, exist_ok=True)
             write_atomic(path, json.dumps(conf, indent=2, sort_keys=True) + "\n", 0o600)
+        kubelet_auths[s] = {"auth": base64.b64encode(("%s:%s" % (user, pw)).encode()).decode()}
         print("registry %s: logged in as %s" % (s, user))
+    if kubelet_auths:
+        write_atomic(KUBELET_AUTH, json.dumps(kubelet, indent=2, sort_keys=True) + "\n", 0o600)
 
 
 def cmd_ca_bundle(args):

@@ -58,6 +58,22 @@ TEST_CASE("sealed secrets open only with their key and owner") {
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a URL's password is a secret wherever it stands (proxy settings)") {
+  size_t len = 0;
+  CHECK(actions::url_password("https://user2:password2@host2:port2", &len) == 14);
+  CHECK(len == 9);
+  CHECK(actions::url_password("http://host:3128/a@b", &len) == std::string_view::npos);
+  CHECK(actions::url_password("http://user@host", &len) == std::string_view::npos);
+  CHECK(actions::url_password("no url: a:b@c", &len) == std::string_view::npos);
+  CHECK(actions::redact_url_passwords("x http://u:p1@h y https://v:p2@k/z") ==
+        "x http://u:***@h y https://v:***@k/z");
+  json::value seed = json::parse(R"({"proxy": {"http_proxy": "http://user1:password1@host1:port1",
+      "no_proxy": "10.0.0.1,registry.example.com"}, "list": ["https://a:b@c"]})");
+  CHECK(json::serialize(actions::redact(seed)) ==
+        R"({"proxy":{"http_proxy":"http://user1:***@host1:port1",)"
+        R"("no_proxy":"10.0.0.1,registry.example.com"},"list":["https://a:***@c"]})");
+}
+
 TEST_CASE("URLs are parsed or refused with the reason") {
   auto u = actions::http::parse_url("https://heat.example:8004/v1/abc?x=1");
   REQUIRE(u.ok());

@@ -34,19 +34,22 @@ TEST_CASE("every value keeps its 1-based line and column", "[tosca][yaml]") {
 
 TEST_CASE("a byte of a multi-line scalar is located on its own line and column", "[tosca][yaml]") {
   const std::string text =
-      "folded: >-\n"         // 1
-      "  alpha beta\n"       // 2
-      "    gamma\n"          // 3
-      "  delta\n"            // 4
-      "literal: |\n"         // 5
-      "  one\n"              // 6
-      "\n"                   // 7
-      "    two three\n"      // 8
-      "plain: first\n"       // 9
-      "  second\n"           // 10
-      "quoted: 'it''s x'\n"  // 11
-      "dq: \"a\\nb c\"\n"    // 12
-      "crlf: >\r\n  x\r\n  y\r\n";
+      "folded: >-\n"               // 1
+      "  alpha beta\n"             // 2
+      "    gamma\n"                // 3
+      "  delta\n"                  // 4
+      "literal: |\n"               // 5
+      "  one\n"                    // 6
+      "\n"                         // 7
+      "    two three\n"            // 8
+      "plain: first\n"             // 9
+      "  second\n"                 // 10
+      "quoted: 'it''s x'\n"        // 11
+      "dq: \"a\\nb c\"\n"          // 12
+      "crlf: >\r\n  x\r\n  y\r\n"  // 13-15
+      "anchored: &a1 >-\n"         // 16
+      "  p q\n"                    // 17
+      "tagged: !!str r s\n";       // 18
   for (bool fast : {true, false}) {
     CAPTURE(fast);
     base::Diagnostics diags;
@@ -74,6 +77,8 @@ TEST_CASE("a byte of a multi-line scalar is located on its own line and column",
     CHECK(at("dq", "a") == "12:6");
     CHECK(at("dq", "c") == "12:5");
     CHECK(at("crlf", "y") == "15:3");
+    CHECK(at("anchored", "q") == "17:5");
+    CHECK(at("tagged", "s") == "18:17");
   }
 }
 

@@ -2,11 +2,15 @@
 #include "workflows/workflows.h"
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
+#include <unistd.h>
 
 #include "tosca/tosca.h"
 #include "workflows/internal/expr.h"
@@ -185,7 +189,7 @@ TEST_CASE("every operation of the local demo compiles and round-trips through JS
   for (const auto& s : inst->states)
     segments.insert(s.segment);
   CHECK(to_failed <= segments.size() + 2);  // + the fail states
-  CHECK(dot.find("[ltail=cluster_0, style=dashed, color=red, label=\"failure of any of") !=
+  CHECK(dot.find("[ltail=cluster_0, style=dashed, color=red, label=\"failure (") !=
         std::string::npos);
   auto seq = workflows::render(*inst, workflows::Format::kSeqdiag);
   CHECK(seq.find("\"vnflow\" -> \"vnflow host\"") != std::string::npos);
@@ -692,6 +696,48 @@ states:
   REQUIRE(count == 2);
   CHECK(all.find("no state \"nxet\" in this workflow") != std::string::npos);
   CHECK(all.find("unknown name \"nosuch\"") != std::string::npos);  // other errors still come
+}
+
+TEST_CASE("a cut transition in one hook file hides nothing of another") {
+  // The k8s sample's heal: heal_start with a typo ("drian"), and an orphan state added to
+  // converge.yaml (heal_end). The typo is the one error of heal_start; the orphan is still
+  // called unreachable.
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("vnflow-cut-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::copy(source_root() + "/csar-samples/k8s-cluster", dir, fs::copy_options::recursive);
+  auto edit = [&](const char* file, const std::string& from, const std::string& to) {
+    std::ifstream in(dir / file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    size_t at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+    std::ofstream(dir / file) << text;
+  };
+  edit("Workflows/heal_start.yaml", "    next: drain\n", "    next: drian\n");
+  edit("Workflows/converge.yaml", "  done:\n    succeed: true",
+       "  orphan:\n    wait: 1s\n    next: done\n\n  done:\n    succeed: true");
+  base::Diagnostics diags;
+  tosca::LoadOptions opts;
+  opts.verify_digests = false;
+  auto pkg = tosca::load_package(dir.string(), opts, diags);
+  REQUIRE(pkg);
+  auto m = workflows::compile(*pkg, {"heal", ""}, diags);
+  fs::remove_all(dir);
+  CHECK(m == nullptr);
+  std::string all;
+  size_t unreachable = 0;
+  for (const auto& d : diags.sorted()) {
+    all += base::to_string(d) + "\n";
+    unreachable += d.code == "W0030" ? 1 : 0;
+  }
+  INFO(all);
+  CHECK(all.find("heal_start.yaml") != std::string::npos);
+  CHECK(all.find("no state \"drian\" in this workflow") != std::string::npos);
+  CHECK(all.find("converge.yaml") != std::string::npos);
+  CHECK(all.find("state \"orphan\" is unreachable [W0030]") != std::string::npos);
+  CHECK(unreachable == 1);  // not heal_start's drain and the states after it
+  CHECK(all.find("W0031") == std::string::npos);
 }
 
 TEST_CASE("list functions: range, slice, concat, distinct, sort, first, last") {
