@@ -108,14 +108,69 @@ std::string scrub(std::string s, const std::vector<std::string>& secrets) {
   return s;
 }
 
+namespace {
+
+// The schemes whose URLs carry credentials in vnflow's inputs: proxies (http, https, socks)
+// and ftp. Other "x://a:b@c" texts (docker://image:tag@sha256:...) are not URLs with a
+// password.
+bool credential_scheme(std::string_view scheme) {
+  std::string l(scheme);
+  for (auto& c : l)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (std::string_view k :
+       {"http", "https", "socks", "socks4", "socks4a", "socks5", "socks5h", "ftp", "ftps"}) {
+    if (l == k)
+      return true;
+  }
+  return false;
+}
+
+// A URL's host and optional port: a name or IPv4 address, or [IPv6], then :port.
+bool host_port(std::string_view h) {
+  if (h.empty())
+    return false;
+  size_t end = 0;
+  if (h[0] == '[') {
+    end = h.find(']');
+    if (end == std::string_view::npos || end == 1 ||
+        h.substr(1, end - 1).find_first_not_of("0123456789abcdefABCDEF:.") !=
+            std::string_view::npos)
+      return false;
+    ++end;
+  } else {
+    end = h.find(':');
+    end = end == std::string_view::npos ? h.size() : end;
+    std::string_view name = h.substr(0, end);
+    if (name.empty() ||
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                               "0123456789.-_") != std::string_view::npos)
+      return false;
+  }
+  if (end == h.size())
+    return true;
+  // Digits, or a placeholder such as Tacker's documented "host1:port1".
+  std::string_view port = h.substr(end);
+  return port.size() >= 2 && port.size() <= 16 && port[0] == ':' &&
+         port.substr(1).find_first_not_of(
+             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+             "0123456789") == std::string_view::npos;
+}
+
+}  // namespace
+
 size_t url_password(std::string_view s, size_t* length) {
   for (size_t at = s.find("://"); at != std::string_view::npos; at = s.find("://", at + 3)) {
-    // The authority: up to the next '/', '?', '#', blank or quote.
+    size_t scheme = at;
+    while (scheme > 0 && std::isalnum(static_cast<unsigned char>(s[scheme - 1])))
+      --scheme;
+    if (!credential_scheme(s.substr(scheme, at - scheme)))
+      continue;
+    // The authority: up to the next '/', '?', '#', blank, quote or comma.
     size_t start = at + 3;
-    size_t end = s.find_first_of("/?# \t\r\n\"'", start);
+    size_t end = s.find_first_of("/?# \t\r\n\"',", start);
     std::string_view auth = s.substr(start, end == std::string_view::npos ? s.npos : end - start);
     size_t alpha = auth.rfind('@');
-    if (alpha == std::string_view::npos)
+    if (alpha == std::string_view::npos || !host_port(auth.substr(alpha + 1)))
       continue;
     size_t colon = auth.substr(0, alpha).find(':');
     if (colon == std::string_view::npos || colon + 1 == alpha)
@@ -127,13 +182,17 @@ size_t url_password(std::string_view s, size_t* length) {
 }
 
 std::string redact_url_passwords(std::string s) {
+  std::string out;
   size_t from = 0, len = 0;
-  for (size_t at; from < s.size() && (at = url_password(std::string_view(s).substr(from), &len)) !=
-                                         std::string_view::npos;) {
-    s.replace(from + at, len, "***");
-    from += at + 3;
+  for (size_t at;
+       (at = url_password(std::string_view(s).substr(from), &len)) != std::string_view::npos;) {
+    out.append(s, from, at).append("***");
+    from += at + len;
   }
-  return s;
+  if (from == 0)
+    return s;
+  out.append(s, from, std::string::npos);
+  return out;
 }
 
 json::value redact(const json::value& v) {

@@ -41,7 +41,8 @@ std::string differs(const EventRecord& got, const EventRecord& want) {
     return "the machine decides \"" + where(got) + "\"; the recording has \"" + where(want) + "\"";
   if (got.key != want.key)
     return where(got) + ": key " + got.key + "; the recording has " + want.key;
-  if (got.data != want.data)
+  // A recording made before URL passwords were redacted holds them in clear.
+  if (got.data != want.data && got.data != actions::redact(want.data))
     return where(got) + ": the machine's data " + json::serialize(got.data) + "; the recording's " +
            json::serialize(want.data);
   return "";

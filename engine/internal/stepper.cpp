@@ -22,12 +22,16 @@ constexpr size_t kHistoryStringLimit = 4096;
 void collect_secrets(const json::value& v, bool all, std::vector<std::string>& out) {
   if (v.is_string()) {
     std::string_view sv = v.get_string();
+    // The passwords of the URLs in it (a proxy setting): those alone, so that the URL's
+    // redacted form (user:***@host, as views and the history show it) stays as it is.
     size_t len = 0;
-    size_t at = actions::url_password(sv, &len);
-    if (!all && at != std::string_view::npos) {
-      out.emplace_back(sv);  // longest first: the whole, then its password
-      if (len >= 4)
-        out.emplace_back(sv.substr(at, len));
+    for (size_t from = 0, at;
+         from < sv.size() &&
+         (at = actions::url_password(sv.substr(from), &len)) != std::string_view::npos;
+         from += at + len) {
+      std::string_view pw = sv.substr(from + at, len);
+      if (pw.size() >= 4 && pw != "***")
+        out.emplace_back(pw);
     }
     if (all && sv.size() >= 4)
       out.emplace_back(sv);
@@ -47,20 +51,7 @@ void collect_secrets(const json::value& v, bool all, std::vector<std::string>& o
 // True when `v` holds a value the store could not open ("vnflow-sealed:..."): it is never
 // handed to an action.
 bool holds_sealed(const json::value& v) {
-  if (v.is_string())
-    return v.get_string().starts_with("vnflow-sealed:");
-  if (v.is_array()) {
-    for (const auto& x : v.get_array()) {
-      if (holds_sealed(x))
-        return true;
-    }
-  } else if (v.is_object()) {
-    for (const auto& kv : v.get_object()) {
-      if (holds_sealed(kv.value()))
-        return true;
-    }
-  }
-  return false;
+  return any_string(v, [](std::string_view s) { return s.starts_with("vnflow-sealed:"); });
 }
 
 bool bool_input(const json::value& inputs, std::string_view name) {
@@ -157,6 +148,30 @@ json::object resource_changes(const json::array& before, const json::array& afte
 }
 
 }  // namespace
+
+bool any_string(const json::value& v, const std::function<bool(std::string_view)>& p) {
+  if (v.is_string())
+    return p(v.get_string());
+  if (v.is_array()) {
+    for (const auto& x : v.get_array()) {
+      if (any_string(x, p))
+        return true;
+    }
+  } else if (v.is_object()) {
+    for (const auto& kv : v.get_object()) {
+      if (any_string(kv.value(), p))
+        return true;
+    }
+  }
+  return false;
+}
+
+bool has_url_password(const json::value& v) {
+  return any_string(v, [](std::string_view s) {
+    size_t len = 0;
+    return actions::url_password(s, &len) != std::string_view::npos;
+  });
+}
 
 json::value for_history(const json::value& v, const std::vector<std::string>& secrets) {
   json::value r = actions::redact(v);
@@ -273,7 +288,9 @@ void Stepper::event(Run& r, std::string kind, const std::string& state, int item
   e.item = item;
   e.attempt = attempt;
   e.key = std::move(key);
-  e.data = r.secrets.empty() ? std::move(data) : for_history(data, r.secrets);
+  // A URL's password the run never learned (built by a hook) is redacted all the same.
+  e.data =
+      r.secrets.empty() && !has_url_password(data) ? std::move(data) : for_history(data, r.secrets);
   r.pending.events.push_back(std::move(e));
   r.dirty = true;
 }

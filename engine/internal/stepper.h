@@ -15,6 +15,7 @@
 //   final_       the operation ended (final_state) once the commit is done
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,10 @@ constexpr int kRollbackItem = -2;
 // History values: secret-named fields redacted, known secrets scrubbed, long strings cut.
 // Idempotent: a value already cut is not cut again.
 json::value for_history(const json::value& v, const std::vector<std::string>& secrets = {});
+// True when `p` holds for a string anywhere in `v`.
+bool any_string(const json::value& v, const std::function<bool(std::string_view)>& p);
+// True when a string in `v` carries a URL's password (actions::url_password).
+bool has_url_password(const json::value& v);
 
 // One operation in memory.
 struct Run {
@@ -67,7 +72,9 @@ struct Run {
   int visit() const;  // which visit of the current state this is
   void learn_secrets(const json::value& v, bool all);
   json::value hist(const json::value& v) const { return for_history(v, secrets); }
-  std::string clean(const std::string& msg) const { return actions::scrub(msg, secrets); }
+  std::string clean(const std::string& msg) const {
+    return actions::redact_url_passwords(actions::scrub(msg, secrets));
+  }
 };
 
 // Which states of `m` lie on a cycle (strongly connected components, Tarjan, iterative).

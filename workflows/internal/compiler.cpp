@@ -249,11 +249,16 @@ class Compiler {
     for (size_t i = first; i < m_.states.size(); ++i)
       parse_state(i, local);
     tosca::Node start = root.get("start");
+    parsing_segment_ = segment;
     if (!start) {
       diags_.error("W0003", root.location(), "a workflow needs \"start\": the first state");
+      cut_segments_.insert(segment);
       return -1;
     }
-    return target(start, local);
+    int first_state = target(start, local);
+    if (first_state >= 0)
+      segment_starts_.insert(first_state);
+    return first_state;
   }
 
   // Links a segment's final succeed states to the start of the next segment.
@@ -313,7 +318,10 @@ class Compiler {
     // no transition at all leads to it; stuck states are not reported.
     for (size_t i = 0; i < n; ++i) {
       const State& st = m_.states[i];
+      // A file's start is reached from the file before it: not an orphan when a cut in
+      // that file took the link away.
       bool orphan = static_cast<int>(i) != m_.start && !cut_segments_.count(st.segment) &&
+                    !segment_starts_.count(static_cast<int>(i)) &&
                     std::none_of(pred[i].begin(), pred[i].end(),
                                  [i](int p) { return p != static_cast<int>(i); });
       if (!reach[i] && (cut_segments_.empty() || orphan))
@@ -1194,6 +1202,7 @@ class Compiler {
   // W0001), and the one of the state being read.
   std::set<std::string> cut_segments_;
   std::string parsing_segment_;
+  std::set<int> segment_starts_;  // each file's start state
   std::vector<std::vector<int>> succ_, pred_;
 };
 

@@ -328,10 +328,9 @@ def cmd_login(args):
     any node pulls from the authenticated registries. The password never reaches argv or
     stdout."""
     mode = args[0] if args else "standin"
-    kubelet = load(KUBELET_AUTH, {}) if os.path.exists(KUBELET_AUTH) else {}
-    if not isinstance(kubelet, dict) or not isinstance(kubelet.get("auths", {}), dict):
-        kubelet = {}
-    kubelet_auths = kubelet.setdefault("auths", {})
+    # The file is this package's: rebuilt from the registries, so a registry removed from
+    # them (or that lost its username) leaves it too.
+    kubelet_auths = {}
     for r in registries():
         user, pw = r.get("username"), r.get("password")
         if not user or pw is None:
@@ -353,8 +352,8 @@ def cmd_login(args):
             write_atomic(path, json.dumps(conf, indent=2, sort_keys=True) + "\n", 0o600)
         kubelet_auths[s] = {"auth": base64.b64encode(("%s:%s" % (user, pw)).encode()).decode()}
         print("registry %s: logged in as %s" % (s, user))
-    if kubelet_auths:
-        write_atomic(KUBELET_AUTH, json.dumps(kubelet, indent=2, sort_keys=True) + "\n", 0o600)
+    if kubelet_auths or os.path.exists(KUBELET_AUTH):
+        write_atomic(KUBELET_AUTH, json.dumps({"auths": kubelet_auths}, indent=2, sort_keys=True) + "\n", 0o600)
 
 
 def cmd_ca_bundle(args):

@@ -65,6 +65,15 @@ TEST_CASE("a URL's password is a secret wherever it stands (proxy settings)") {
   CHECK(actions::url_password("http://host:3128/a@b", &len) == std::string_view::npos);
   CHECK(actions::url_password("http://user@host", &len) == std::string_view::npos);
   CHECK(actions::url_password("no url: a:b@c", &len) == std::string_view::npos);
+  // Not a URL with a password: an image digest, a port list, a scheme that carries none.
+  CHECK(actions::url_password("docker://alpine:3.19@sha256:0123abcd", &len) ==
+        std::string_view::npos);
+  CHECK(actions::url_password("http://proxy:3128,ops@example.com", &len) == std::string_view::npos);
+  CHECK(actions::url_password("http://[::1]:8080/x", &len) == std::string_view::npos);
+  CHECK(actions::url_password("socks5h://u:pw12@[fd00::1]:1080", &len) == 12);
+  CHECK(len == 4);
+  CHECK(actions::redact_url_passwords("a http://u:p@h:1 b ftp://v:q@k c") ==
+        "a http://u:***@h:1 b ftp://v:***@k c");
   CHECK(actions::redact_url_passwords("x http://u:p1@h y https://v:p2@k/z") ==
         "x http://u:***@h y https://v:***@k/z");
   json::value seed = json::parse(R"({"proxy": {"http_proxy": "http://user1:password1@host1:port1",

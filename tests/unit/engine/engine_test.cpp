@@ -54,6 +54,8 @@ struct Effects {
   std::map<std::string, int> calls;                   // state -> calls
   std::map<std::string, int> fail_first;              // state -> failures to return first
   base::ErrorClass fail_class = base::ErrorClass::kTransient;
+  std::string fail_message;        // instead of "fake failure of STATE"
+  std::string stdout_text;         // instead of "ok\n"
   std::vector<std::string> order;  // states in call order
 };
 
@@ -67,12 +69,16 @@ class FakeExec : public actions::Action {
     auto f = e_->fail_first.find(ctx.state);
     if (f != e_->fail_first.end() && f->second > 0) {
       f->second--;
-      return actions::Outcome::failure(e_->fail_class, "fake failure of " + ctx.state);
+      return actions::Outcome::failure(e_->fail_class, e_->fail_message.empty()
+                                                           ? "fake failure of " + ctx.state
+                                                           : e_->fail_message);
     }
     std::string unit = ctx.key.substr(0, ctx.key.rfind('/'));
     if (e_->applied[ctx.key]++ == 0)
       e_->keys[unit].insert(ctx.key);
-    std::string out = ctx.state == "instantiate_end.count" ? "3\n" : "ok\n";
+    std::string out = ctx.state == "instantiate_end.count" ? "3\n"
+                      : e_->stdout_text.empty()            ? "ok\n"
+                                                           : e_->stdout_text;
     return actions::Outcome::success(json::object{{"exit_code", 0},
                                                   {"stdout", out},
                                                   {"stderr", ""},
@@ -365,6 +371,28 @@ TEST_CASE("metrics: what the engine committed and the store's counts by operatio
   auto hist = f.store->history(op);
   REQUIRE(hist.ok());
   CHECK(committed <= static_cast<double>(hist.value().size()));  // each commit wrote events
+}
+
+TEST_CASE("a URL's password a hook makes up is redacted in the history and the error") {
+  // No secret was given to the operation: the password appears first in a hook's output
+  // and in its failure message (a proxy setting it printed).
+  Fixture f;
+  f.effects->stdout_text = "proxy=http://ops:HiddenPw77@proxy.example:3128\n";
+  f.effects->fail_first["instantiate_end.count"] = 1;  // count has no retry policy
+  f.effects->fail_message = "proxy refused: https://ops:HiddenPw88@proxy.example:3128/x";
+  std::string op = f.request("instantiate", f.instantiate_request());
+  f.run();
+  REQUIRE(f.state(op) == OpState::kFailedTemp);
+  auto rec = f.store->get_op(op).value();
+  std::string error = json::serialize(rec.error);
+  CHECK(error.find("HiddenPw88") == std::string::npos);
+  CHECK(error.find("https://ops:***@proxy.example:3128/x") != std::string::npos);
+  std::string history;
+  for (const auto& e : f.store->history(op).value())
+    history += json::serialize(e.data) + "\n";
+  CHECK(history.find("http://ops:***@proxy.example:3128") != std::string::npos);
+  CHECK(history.find("HiddenPw77") == std::string::npos);
+  CHECK(history.find("HiddenPw88") == std::string::npos);
 }
 
 TEST_CASE("scale moves the aspect level within its bounds") {

@@ -738,6 +738,24 @@ TEST_CASE("a cut transition in one hook file hides nothing of another") {
   CHECK(all.find("state \"orphan\" is unreachable [W0030]") != std::string::npos);
   CHECK(unreachable == 1);  // not heal_start's drain and the states after it
   CHECK(all.find("W0031") == std::string::npos);
+
+  // A file whose only succeed state is broken: the next file's start is not "unreachable"
+  // (it is the built-in steps' here, which the author cannot edit).
+  fs::copy(source_root() + "/csar-samples/k8s-cluster", dir, fs::copy_options::recursive);
+  edit("Workflows/instantiate_start.yaml", "  done:\n    succeed: true",
+       "  done:\n    succeed_: true");
+  base::Diagnostics d2;
+  auto pkg2 = tosca::load_package(dir.string(), opts, d2);
+  REQUIRE(pkg2);
+  auto m2 = workflows::compile(*pkg2, {"instantiate", ""}, d2);
+  fs::remove_all(dir);
+  CHECK(m2 == nullptr);
+  std::string all2;
+  for (const auto& d : d2.sorted())
+    all2 += base::to_string(d) + "\n";
+  INFO(all2);
+  CHECK(all2.find("[W0032]") != std::string::npos);
+  CHECK(all2.find("W0030") == std::string::npos);
 }
 
 TEST_CASE("list functions: range, slice, concat, distinct, sort, first, last") {
