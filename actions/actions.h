@@ -151,19 +151,34 @@ class Kind final : public Action {
   InlineFn inline_;                       // inline kinds
 };
 
+// A network an HTTP call may connect to: an address and a prefix length ("10.0.0.0/8",
+// "fd00::/8"; an address alone is the one host). A peer at an IPv4-mapped IPv6 address
+// counts as the IPv4 one; an IPv6 network holds IPv6 peers only.
+struct Network {
+  std::array<unsigned char, 16> bytes{};  // IPv4 in the first 4
+  int prefix = 0;
+  bool v6 = false;
+};
+base::Result<Network> parse_network(std::string_view text);
+// A comma-separated list of networks ("10.0.0.0/8,127.0.0.1"), at most 256.
+base::Result<std::vector<Network>> parse_networks(std::string_view list);
+
 // Where the network actions' I/O and time go. Null members: the real ones (HTTP(S) on
 // Boost.Beast, base::Clock::real()). A test gives a scripted transport and a ManualClock.
 // Both must outlive the Registry and its copies.
 struct Services {
   http::Transport* transport = nullptr;
   base::Clock* clock = nullptr;
+  // Where http.request may connect (the daemon's --http-allow): empty, anywhere; else a host
+  // resolving outside these networks is not contacted (the call fails as "invalid").
+  std::vector<Network> http_allow;
 };
 
 // Action kinds by catalog name. Copies share the kinds (and the OpenStack session cache).
 class Registry {
  public:
-  // Every action of this module: local.exec, the instance-record actions, heat.*, ssh.*.
-  // The OpenStack sessions (Keystone tokens) are cached per registry.
+  // Every action of this module: local.exec, the instance-record actions, heat.*, ssh.*,
+  // http.request. The OpenStack sessions (Keystone tokens) are cached per registry.
   static Registry standard(Services services = {});
   // Registers a worker-thread action under `name`, replacing any kind of that name.
   void add(std::string name, Signature signature, std::shared_ptr<const Action> action);
@@ -205,6 +220,8 @@ base::Status check_openstack_access(const json::object& access);
 // host...", as proxy settings do), its offset in `s`, or npos when there is none. Such a
 // string is a secret wherever it stands, whatever its field is called.
 size_t url_password(std::string_view s, size_t* length);
+// True when `s` carries a URL's password (url_password finds one).
+bool has_url_password(std::string_view s);
 // `s` with the password of every URL in it replaced by "***".
 std::string redact_url_passwords(std::string s);
 // `s` with every occurrence of each of `secrets` replaced by "***" (in the given order: put
@@ -220,16 +237,6 @@ json::value redact(const json::value& v);
 base::Result<std::string> http_get(const std::string& url, std::string_view user,
                                    std::string_view password, size_t max_body,
                                    std::chrono::milliseconds timeout);
-
-// A network an HTTP call may connect to: an address and a prefix length ("10.0.0.0/8",
-// "fd00::/8"; an address alone is the one host). A peer at an IPv4-mapped IPv6 address
-// counts as the IPv4 one; an IPv6 network holds IPv6 peers only.
-struct Network {
-  std::array<unsigned char, 16> bytes{};  // IPv4 in the first 4
-  int prefix = 0;
-  bool v6 = false;
-};
-base::Result<Network> parse_network(std::string_view text);
 
 // One exchange with the same client: any method, headers and body; the answer's status and
 // body (at most `max_body` bytes) whatever the status. Transport failures as http_get's.

@@ -314,6 +314,8 @@ const CommandSpec& daemon_command() {
           "  --notify-cacert F   the CA of https callbacks (default: the system's)\n"
           "  --notify-allow NETS  callbacks and token endpoints only in these networks\n"
           "                      (CIDR,CIDR...; default: anywhere); others are not contacted\n"
+          "  --http-allow NETS   http.request calls only to these networks (CIDR,CIDR...;\n"
+          "                      default: anywhere); others fail as invalid, uncontacted\n"
           "  --public-url URL    where notifications' links point (default: the API's\n"
           "                      http(s)://ADDR:PORT)\n"
           "\n"
@@ -353,6 +355,7 @@ const CommandSpec& daemon_command() {
        "--notify-backoff-max-ms",
        "--notify-cacert",
        "--notify-allow",
+       "--http-allow",
        "--public-url",
        "--listen",
        "--auth",
@@ -1059,15 +1062,18 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
   }
   d.notify.ca_file = o.get("--notify-cacert");
   if (o.has("--notify-allow")) {
-    const std::string& list = o.get("--notify-allow");
-    for (size_t at = 0; at <= list.size() && d.notify.allow.size() < 256;) {
-      size_t comma = std::min(list.find(',', at), list.size());
-      auto n = actions::parse_network(std::string_view(list).substr(at, comma - at));
-      if (!n.ok())
-        return usage_error(spec, "--notify-allow: " + n.status().message());
-      d.notify.allow.push_back(n.value());
-      at = comma + 1;
-    }
+    auto nets = actions::parse_networks(o.get("--notify-allow"));
+    if (!nets.ok())
+      return usage_error(spec, "--notify-allow: " + nets.status().message());
+    d.notify.allow = std::move(nets.value());
+  }
+  if (o.has("--http-allow")) {
+    auto nets = actions::parse_networks(o.get("--http-allow"));
+    if (!nets.ok())
+      return usage_error(spec, "--http-allow: " + nets.status().message());
+    actions::Services services;
+    services.http_allow = std::move(nets.value());
+    d.registry = actions::Registry::standard(services);
   }
   if (o.has("--public-url")) {
     const std::string& u = o.get("--public-url");

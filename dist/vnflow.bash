@@ -71,7 +71,7 @@ _vnflow() {
       --lease-ms --metrics-listen --log-format --listen --api --auth --auth-file --api-page-size
       --keystone-url --keystone-role --keystone-project --keystone-cacert --tls-cert --tls-key
       --trust --signing-cert --require-signature --notify-retry-s --notify-backoff-max-ms
-      --notify-cacert --notify-allow --public-url" ;;
+      --notify-cacert --notify-allow --public-url --http-allow" ;;
     *) return ;;
   esac
 

@@ -37,6 +37,11 @@
 #   t_demo_manifest ROOT DIR  rewrites the SOL004 manifest of DIR, a changed copy of ROOT's
 #                             csar-samples/local-demo, so the changed files onboard
 #
+# Certificates (openssl; its output appended to DIR/openssl.log; keys 0600):
+#   t_tls_server DIR [N]      DIR/caN.pem (+ .key), a CA, and DIR/serverN.pem (+ .key), a
+#                             certificate for 127.0.0.1 and localhost it signed
+#   t_self_signed DIR NAME    DIR/NAME.pem (+ .key), a CA that signed nothing else
+#
 # Waits: each is bounded and returns 1 when its time is up; none waits forever.
 #   wait_until SECS CMD...            CMD every 0.1 s until it exits 0
 #   op_state OP                       the operation's state (vnflow op show)
@@ -181,6 +186,29 @@ t_finish() {
     exit 1
   fi
   exit 0
+}
+
+t_tls_server() {  # t_tls_server DIR [N]
+  (
+    cd "$1" || exit 1
+    local n=${2:-}
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "ca$n.key" -out "ca$n.pem" -days 2 \
+      -subj "/CN=test-ca$n" &&
+      openssl req -newkey rsa:2048 -nodes -keyout "server$n.key" -out "server$n.csr" \
+        -subj /CN=127.0.0.1 &&
+      printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"ext$n.cnf" &&
+      openssl x509 -req -in "server$n.csr" -CA "ca$n.pem" -CAkey "ca$n.key" -CAcreateserial \
+        -out "server$n.pem" -days 2 -extfile "ext$n.cnf" &&
+      chmod 600 "ca$n.key" "server$n.key"
+  ) >>"$1/openssl.log" 2>&1
+}
+
+t_self_signed() {  # t_self_signed DIR NAME
+  (
+    cd "$1" || exit 1
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$2.key" -out "$2.pem" -days 2 \
+      -subj "/CN=$2" && chmod 600 "$2.key"
+  ) >>"$1/openssl.log" 2>&1
 }
 
 t_demo_manifest() {  # t_demo_manifest ROOT DIR

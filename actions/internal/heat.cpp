@@ -17,6 +17,7 @@
 #include <boost/json.hpp>
 
 #include "actions/actions.h"
+#include "actions/internal/http.h"
 #include "actions/internal/kinds.h"
 #include "actions/internal/openstack.h"
 
@@ -138,27 +139,13 @@ class HeatAction : public Action {
   std::shared_ptr<openstack::Client> client_;
 };
 
-std::string enc(std::string_view s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string o;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      o += static_cast<char>(c);
-    } else {
-      o += '%';
-      o += hex[c >> 4];
-      o += hex[c & 15];
-    }
-  }
-  return o;
-}
-
 // "name/id" -> "/stacks/name/id"; "name" -> "/stacks/name".
 std::string stack_path(const std::string& ref) {
   auto slash = ref.find('/');
   if (slash == std::string::npos)
-    return "/stacks/" + enc(ref);
-  return "/stacks/" + enc(ref.substr(0, slash)) + "/" + enc(ref.substr(slash + 1));
+    return "/stacks/" + http::percent_encode(ref);
+  return "/stacks/" + http::percent_encode(ref.substr(0, slash)) + "/" +
+         http::percent_encode(ref.substr(slash + 1));
 }
 
 // The "name/id" at the end of a Heat link or Location header.
@@ -521,7 +508,7 @@ class MarkUnhealthy final : public HeatAction {
   Outcome call(const json::object& in, const Context& ctx, const Target& t) const override {
     std::string ref = str_in(in, "stack");
     std::string res = str_in(in, "resource");
-    std::string path = stack_path(ref) + "/resources/" + enc(res);
+    std::string path = stack_path(ref) + "/resources/" + http::percent_encode(res);
     json::value body = json::object{
         {"mark_unhealthy", true}, {"resource_status_reason", str_in(in, "reason", "vnflow heal")}};
     auto r = t.session->call("orchestration", "PATCH", path, &body, {200}, ctx.deadline,

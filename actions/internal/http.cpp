@@ -86,6 +86,21 @@ base::Result<Url> parse_url(std::string_view s) {
   return u;
 }
 
+std::string percent_encode(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) != 0 || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
 namespace {
 
 // Runs the io_context until the pending operation completes; returns its error.
@@ -102,6 +117,9 @@ base::Status transport_error(const Request& req, const char* step, const beast::
   std::string what = req.method + " " + req.url + ": " + step + ": ";
   if (ec == beast::error::timeout || ec == asio::error::timed_out)
     return {base::StatusCode::kDeadlineExceeded, what + "timed out"};
+  // Asking again gets the same answer: not transient.
+  if (ec == bhttp::error::body_limit)
+    return base::Status::FailedPrecondition(what + "the answer's body is larger than allowed");
   // A certificate the CA file (or the system store) does not vouch for, or one for another
   // host name, stays so on a retry: not transient. Never "insecure"; name the CA option.
   if (ec.category() == asio::error::get_ssl_category())
@@ -294,10 +312,14 @@ struct Connection::Impl {
                      asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
                      asio::ssl::context::no_tlsv1_1);
     beast::error_code ec;
-    if (opt.ca_file.empty())
+    if (!opt.ca_pem.empty())
+      tls->add_certificate_authority(asio::buffer(opt.ca_pem), ec);
+    else if (opt.ca_file.empty())
       tls->set_default_verify_paths(ec);
     else
       tls->load_verify_file(opt.ca_file, ec);
+    if (ec && !opt.ca_pem.empty())
+      return base::Status::InvalidArgument("the CA certificate given is not PEM: " + ec.message());
     if (ec)
       return base::Status::InvalidArgument("CA file \"" + opt.ca_file + "\": " + ec.message());
     tls->set_verify_mode(asio::ssl::verify_peer);
@@ -320,7 +342,8 @@ struct Connection::Impl {
     if (!url.ok())
       return url.status();
     const Url& u = url.value();
-    std::string want = u.scheme + "://" + u.host + ":" + u.port + " " + opt.ca_file;
+    std::string want =
+        u.scheme + "://" + u.host + ":" + u.port + " " + opt.ca_file + " " + opt.ca_pem;
     if (origin != want)
       drop();
     // A kept connection serves only a caller that may reach its peer.
@@ -482,6 +505,21 @@ base::Result<Network> parse_network(std::string_view text) {
       return bad();
   }
   return n;
+}
+
+base::Result<std::vector<Network>> parse_networks(std::string_view list) {
+  std::vector<Network> out;
+  for (size_t at = 0; at <= list.size();) {
+    if (out.size() == 256)
+      return base::Status::InvalidArgument("more than 256 networks");
+    size_t comma = std::min(list.find(',', at), list.size());
+    auto n = parse_network(list.substr(at, comma - at));
+    if (!n.ok())
+      return n.status();
+    out.push_back(n.value());
+    at = comma + 1;
+  }
+  return out;
 }
 
 base::Result<HttpReply> http_call(const HttpCall& call) {

@@ -26,6 +26,9 @@ struct Url {
 
 // Accepts http://host[:port][/path] and https://...; IPv6 literals in [].
 base::Result<Url> parse_url(std::string_view url);
+// `s` percent-encoded for a path segment or a query's name or value: every byte but
+// RFC 3986's unreserved characters (letters, digits, - . _ ~) as %XX.
+std::string percent_encode(std::string_view s);
 
 struct Request {
   std::string method = "GET";
@@ -43,6 +46,7 @@ struct Response {
 
 struct Options {
   std::string ca_file;  // PEM bundle; empty = the system's default paths
+  std::string ca_pem;   // PEM text of the CAs to trust (instead of ca_file and the system's)
   std::chrono::steady_clock::time_point deadline;
   size_t max_body = 64u << 20;  // a larger answer is an error, not an allocation
   // Empty: any address; else only those in these networks are connected to (none left:

@@ -13,5 +13,7 @@ void add_heat_parameters(Registry& r);   // heat.cpp: heat.parameters (inline)
 // heat.parameters); their OpenStack sessions talk through `services`.
 void add_heat_actions(Registry& r, const Services& services);
 void add_ssh_actions(Registry& r);  // ssh.cpp: ssh.exec, ssh.put, ssh.get
+// http_request.cpp: http.request, through `services` (transport, http_allow).
+void add_http_actions(Registry& r, const Services& services);
 
 }  // namespace actions

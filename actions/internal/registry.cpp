@@ -51,6 +51,7 @@ Registry Registry::standard(Services services) {
   add_instance_actions(r);
   add_heat_actions(r, services);
   add_ssh_actions(r);
+  add_http_actions(r, services);
   return r;
 }
 
@@ -181,6 +182,11 @@ size_t url_password(std::string_view s, size_t* length) {
   return std::string_view::npos;
 }
 
+bool has_url_password(std::string_view s) {
+  size_t len = 0;
+  return url_password(s, &len) != std::string_view::npos;
+}
+
 std::string redact_url_passwords(std::string s) {
   std::string out;
   size_t from = 0, len = 0;
@@ -209,8 +215,7 @@ json::value redact(const json::value& v) {
       a.push_back(redact(item));
     return a;
   }
-  size_t len = 0;
-  if (v.is_string() && url_password(v.get_string(), &len) != std::string_view::npos)
+  if (v.is_string() && has_url_password(v.get_string()))
     return json::value(redact_url_passwords(std::string(v.get_string())));
   return v;
 }

@@ -25,14 +25,7 @@ constexpr std::string_view kKeyCheckText = "vnflow database key check";
 // secret-named field contains that name, so the field-name rule itself, applied to the whole
 // text, is the test (one word list, one letter-case rule: they cannot drift apart).
 bool may_hold_secret(std::string_view t) {
-  size_t len = 0;
-  return actions::is_secret_name(t) || actions::url_password(t, &len) != std::string_view::npos;
-}
-
-// A string that carries a URL's password (a proxy setting) is sealed whole.
-bool url_with_password(const json::value& v) {
-  size_t len = 0;
-  return v.is_string() && actions::url_password(v.get_string(), &len) != std::string_view::npos;
+  return actions::is_secret_name(t) || actions::has_url_password(t);
 }
 
 struct SealWalk {
@@ -77,8 +70,8 @@ struct SealWalk {
       }
       return true;
     }
-    if (url_with_password(v))
-      return seal_value(v);
+    if (v.is_string() && actions::has_url_password(v.get_string()))
+      return seal_value(v);  // a URL's password (a proxy setting): the string sealed whole
     if (!v.is_object())
       return true;
     for (auto& kv : v.get_object()) {
@@ -148,23 +141,6 @@ struct SealWalk {
   }
 };
 
-bool has_sealed(const json::value& v) {
-  if (v.is_string())
-    return v.get_string().starts_with(kSealedPrefix);
-  if (v.is_array()) {
-    for (const auto& x : v.get_array()) {
-      if (has_sealed(x))
-        return true;
-    }
-  } else if (v.is_object()) {
-    for (const auto& kv : v.get_object()) {
-      if (has_sealed(kv.value()))
-        return true;
-    }
-  }
-  return false;
-}
-
 // A value sealed whole: opened with `key`, "" when it does not open.
 base::Result<std::string> open_whole(const std::string& key, std::string_view text,
                                      const std::string& owner) {
@@ -174,6 +150,27 @@ base::Result<std::string> open_whole(const std::string& key, std::string_view te
 }
 
 }  // namespace
+
+bool any_string(const json::value& v, const std::function<bool(std::string_view)>& p) {
+  if (v.is_string())
+    return p(v.get_string());
+  if (v.is_array()) {
+    for (const auto& x : v.get_array()) {
+      if (any_string(x, p))
+        return true;
+    }
+  } else if (v.is_object()) {
+    for (const auto& kv : v.get_object()) {
+      if (any_string(kv.value(), p))
+        return true;
+    }
+  }
+  return false;
+}
+
+bool has_sealed(const json::value& v) {
+  return any_string(v, [](std::string_view s) { return s.starts_with(kSealedPrefix); });
+}
 
 const std::vector<SealedColumn>& sealed_columns() {
   static const std::vector<SealedColumn> columns = {

@@ -34,6 +34,12 @@ namespace engine::internal {
 
 inline constexpr std::string_view kSealedPrefix = "vnflow-sealed:";
 
+// True when `p` holds for a string anywhere in `v`.
+bool any_string(const json::value& v, const std::function<bool(std::string_view)>& p);
+// True when `v` holds a sealed value ("vnflow-sealed:..."): one the store could not open
+// is never handed to an action.
+bool has_sealed(const json::value& v);
+
 // Where a store keeps sealed JSON texts: `value` of `table`, the row named by `key` (an SQL
 // expression both dialects read alike), each value bound to owner_prefix + key +
 // owner_suffix. VIM records are sealed whole, with their id (Sealer::seal_vim).

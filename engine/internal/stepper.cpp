@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 
+#include "engine/internal/sealing.h"
 #include "engine/internal/vim_actions.h"
 
 namespace engine {
@@ -48,10 +49,45 @@ void collect_secrets(const json::value& v, bool all, std::vector<std::string>& o
   }
 }
 
-// True when `v` holds a value the store could not open ("vnflow-sealed:..."): it is never
-// handed to an action.
-bool holds_sealed(const json::value& v) {
-  return any_string(v, [](std::string_view s) { return s.starts_with("vnflow-sealed:"); });
+// The values at `path` in `v`: names separated by '.', each followed by any number of [N]
+// (an item) or [*] (every item): "json.private_key", "json.items[*].token". A path that
+// leads nowhere finds nothing.
+void values_at(const json::value& v, std::string_view path, std::vector<const json::value*>& out) {
+  if (path.empty()) {
+    out.push_back(&v);
+    return;
+  }
+  if (path[0] == '[') {
+    size_t close = path.find(']');
+    if (close == std::string_view::npos || !v.is_array())
+      return;
+    std::string_view index = path.substr(1, close - 1);
+    std::string_view rest = path.substr(close + 1);
+    if (!rest.empty() && rest[0] == '.')
+      rest.remove_prefix(1);
+    const json::array& a = v.get_array();
+    if (index == "*") {
+      for (const auto& x : a)
+        values_at(x, rest, out);
+      return;
+    }
+    size_t n = 0;
+    if (index.empty() || index.size() > 9 ||
+        !std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return;
+    n = std::stoul(std::string(index));
+    if (n < a.size())
+      values_at(a[n], rest, out);
+    return;
+  }
+  size_t end = path.find_first_of(".[");
+  std::string_view name = path.substr(0, end);
+  std::string_view rest = end == std::string_view::npos ? std::string_view() : path.substr(end);
+  if (!rest.empty() && rest[0] == '.')
+    rest.remove_prefix(1);
+  const json::value* x = v.is_object() ? v.get_object().if_contains(name) : nullptr;
+  if (x != nullptr)
+    values_at(*x, rest, out);
 }
 
 bool bool_input(const json::value& inputs, std::string_view name) {
@@ -148,30 +184,6 @@ json::object resource_changes(const json::array& before, const json::array& afte
 }
 
 }  // namespace
-
-bool any_string(const json::value& v, const std::function<bool(std::string_view)>& p) {
-  if (v.is_string())
-    return p(v.get_string());
-  if (v.is_array()) {
-    for (const auto& x : v.get_array()) {
-      if (any_string(x, p))
-        return true;
-    }
-  } else if (v.is_object()) {
-    for (const auto& kv : v.get_object()) {
-      if (any_string(kv.value(), p))
-        return true;
-    }
-  }
-  return false;
-}
-
-bool has_url_password(const json::value& v) {
-  return any_string(v, [](std::string_view s) {
-    size_t len = 0;
-    return actions::url_password(s, &len) != std::string_view::npos;
-  });
-}
 
 json::value for_history(const json::value& v, const std::vector<std::string>& secrets) {
   json::value r = actions::redact(v);
@@ -289,8 +301,9 @@ void Stepper::event(Run& r, std::string kind, const std::string& state, int item
   e.attempt = attempt;
   e.key = std::move(key);
   // A URL's password the run never learned (built by a hook) is redacted all the same.
-  e.data =
-      r.secrets.empty() && !has_url_password(data) ? std::move(data) : for_history(data, r.secrets);
+  e.data = r.secrets.empty() && !internal::any_string(data, actions::has_url_password)
+               ? std::move(data)
+               : for_history(data, r.secrets);
   r.pending.events.push_back(std::move(e));
   r.dirty = true;
 }
@@ -522,7 +535,7 @@ bool Stepper::step_action(Run& r, const State& s) {
       any_failed = true;
       continue;
     }
-    if (holds_sealed(in.value())) {
+    if (internal::has_sealed(in.value())) {
       it.status = ItemStatus::kFailed;
       it.cls = base::ErrorClass::kInvalid;
       it.msg =
@@ -592,11 +605,17 @@ bool Stepper::step_action(Run& r, const State& s) {
     bool secret = false;
     for (const auto& it : r.c.items)
       secret = secret || it.secret;
+    // Outputs that repeat a known secret (a hook echoing what it was given, a field of
+    // secret_fields) are sealed whole too. Looked for in the strings themselves, not in the
+    // serialized text, where a multi-line secret's line breaks are escaped.
+    secret =
+        secret ||
+        (!r.secrets.empty() && internal::any_string(r.c.outputs[s.name], [&](std::string_view v) {
+          return std::any_of(r.secrets.begin(), r.secrets.end(), [&](const std::string& sec) {
+            return v.find(sec) != std::string_view::npos;
+          });
+        }));
     std::string text = json::serialize(r.c.outputs[s.name]);
-    // Outputs that repeat a known secret (a hook echoing what it was given) are sealed
-    // whole too.
-    for (size_t k = 0; !secret && k < r.secrets.size(); ++k)
-      secret = text.find(r.secrets[k]) != std::string::npos;
     if (secret && std::find(r.c.secret_states.begin(), r.c.secret_states.end(), s.name) ==
                       r.c.secret_states.end())
       r.c.secret_states.push_back(s.name);
@@ -617,6 +636,21 @@ void Stepper::finish_item(Run& r, const State& s, int i, const actions::Outcome&
   int item_no = s.for_each.empty() ? -1 : i;
   bool hidden = bool_input(it.inputs, "hide_output");
   bool secret = bool_input(it.inputs, "secret_output");
+  // secret_fields: the values at these paths of the outputs are secrets the run learns, so
+  // the outputs holding them are sealed at rest and the history shows *** in their place.
+  if (const json::value* sf =
+          it.inputs.is_object() ? it.inputs.get_object().if_contains("secret_fields") : nullptr;
+      out.ok && sf != nullptr && sf->is_array()) {
+    std::vector<const json::value*> found;
+    for (const auto& path : sf->get_array()) {
+      if (path.is_string())
+        values_at(out.outputs, path.get_string(), found);
+    }
+    for (const json::value* v : found)
+      r.learn_secrets(*v, true);
+    if (!found.empty())
+      r.c.seal_body = true;
+  }
   it.inputs = nullptr;
   if (out.ok && !out.pin_host_keys.empty()) {
     // Host keys seen on first use are pinned with the result that saw them.

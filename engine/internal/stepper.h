@@ -15,7 +15,6 @@
 //   final_       the operation ended (final_state) once the commit is done
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,10 +34,6 @@ constexpr int kRollbackItem = -2;
 // History values: secret-named fields redacted, known secrets scrubbed, long strings cut.
 // Idempotent: a value already cut is not cut again.
 json::value for_history(const json::value& v, const std::vector<std::string>& secrets = {});
-// True when `p` holds for a string anywhere in `v`.
-bool any_string(const json::value& v, const std::function<bool(std::string_view)>& p);
-// True when a string in `v` carries a URL's password (actions::url_password).
-bool has_url_password(const json::value& v);
 
 // One operation in memory.
 struct Run {

@@ -24,16 +24,8 @@ source "$root/tests/api/daemon_setup.sh"
 ep=https://127.0.0.1:$port
 
 # A CA and a server certificate for 127.0.0.1 signed by it; another CA nobody trusts.
-(
-  cd "$T_DIR" || exit 1
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=test-ca
-  openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=127.0.0.1
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >ext.cnf
-  openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem \
-    -days 2 -extfile ext.cnf
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other.pem -days 2 -subj /CN=other
-) >"$T_DIR/openssl.log" 2>&1 || { t_show "$T_DIR/openssl.log"; die "openssl could not make the certificates"; }
-chmod 600 "$T_DIR/server.key" "$T_DIR/other.key"
+{ t_tls_server "$T_DIR" && t_self_signed "$T_DIR" other; } ||
+  { t_show "$T_DIR/openssl.log"; die "openssl could not make the certificates"; }
 
 "$v" package onboard "$root/csar-samples/local-demo" >/dev/null || die "onboard local-demo"
 vnfd=3b0c9f1e-5a2d-4e8f-9c6b-7d1e2f3a4b5c
@@ -215,13 +207,7 @@ has "... with the engine's reason" "$T_ERR" 'STARTING or PROCESSING'
 hasnt "the token is not logged" "$T_DIR/daemon.log" -F "$token"
 
 # --- SIGHUP: the credentials file and the TLS files read again; nothing else stops
-(
-  cd "$T_DIR" || exit 1
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca2.key -out ca2.pem -days 2 -subj /CN=test-ca-2
-  openssl req -newkey rsa:2048 -nodes -keyout server2.key -out server2.csr -subj /CN=127.0.0.1
-  openssl x509 -req -in server2.csr -CA ca2.pem -CAkey ca2.key -CAcreateserial -out server2.pem \
-    -days 2 -extfile ext.cnf
-) >>"$T_DIR/openssl.log" 2>&1 || die "openssl could not make the second certificate"
+t_tls_server "$T_DIR" 2 || die "openssl could not make the second certificate"
 old_token=$token
 token=t2-$RANDOM$RANDOM$RANDOM
 list_with() {  # list_with CA TOKEN: the status of a list over HTTPS trusting CA

@@ -251,8 +251,7 @@ class Compiler {
     tosca::Node start = root.get("start");
     parsing_segment_ = segment;
     if (!start) {
-      diags_.error("W0003", root.location(), "a workflow needs \"start\": the first state");
-      cut_segments_.insert(segment);
+      cut_error("W0003", root.location(), "a workflow needs \"start\": the first state");
       return -1;
     }
     int first_state = target(start, local);
@@ -628,6 +627,13 @@ class Compiler {
     diags_.error("W0002", key.location(), msg);
   }
 
+  // An error that leaves a transition of the file being read missing or pointing nowhere
+  // (W0001, W0003, W0004, W0032): the file's graph is cut (cut_segments_).
+  void cut_error(const char* code, const base::SourceLocation& where, const std::string& msg) {
+    diags_.error(code, where, msg);
+    cut_segments_.insert(parsing_segment_);
+  }
+
   int target(tosca::Node n, const std::map<std::string, int>& local) {
     std::string name(n.scalar());
     auto it = local.find(name);
@@ -640,8 +646,7 @@ class Compiler {
     std::string hint = base::closest_match(name, names);
     if (!hint.empty())
       msg += "; did you mean \"" + hint + "\"?";
-    diags_.error("W0004", n.location(), msg);
-    cut_segments_.insert(parsing_segment_);
+    cut_error("W0004", n.location(), msg);
     return -1;
   }
 
@@ -667,9 +672,7 @@ class Compiler {
     parsing_segment_ = s.segment;
     tosca::Node n = pending_[i].node;
     if (!n.is_map()) {
-      diags_.error("W0001", n.location(),
-                   "a state is a map (action, choice, wait, succeed or fail)");
-      cut_segments_.insert(parsing_segment_);
+      cut_error("W0001", n.location(), "a state is a map (action, choice, wait, succeed or fail)");
       return;
     }
     static const std::vector<std::string> kKinds = {"action", "choice", "wait", "succeed", "fail"};
@@ -679,12 +682,11 @@ class Compiler {
         kinds.push_back(k);
     }
     if (kinds.size() != 1) {
-      diags_.error("W0032", s.where,
-                   kinds.empty() ? "state \"" + pending_[i].short_name +
-                                       "\" needs one of action, choice, wait, succeed, fail"
-                                 : "state \"" + pending_[i].short_name + "\" has both \"" +
-                                       kinds[0] + "\" and \"" + kinds[1] + "\"");
-      cut_segments_.insert(parsing_segment_);
+      cut_error("W0032", s.where,
+                kinds.empty() ? "state \"" + pending_[i].short_name +
+                                    "\" needs one of action, choice, wait, succeed, fail"
+                              : "state \"" + pending_[i].short_name + "\" has both \"" + kinds[0] +
+                                    "\" and \"" + kinds[1] + "\"");
       return;
     }
     const std::string& kind = kinds[0];
@@ -766,24 +768,20 @@ class Compiler {
       }
       if (tosca::Node nx = n.get("next"))
         s.next = target(nx, local);
-      else {
-        diags_.error("W0003", s.where, "state \"" + pending_[i].short_name + "\" needs \"next\"");
-        cut_segments_.insert(parsing_segment_);
-      }
+      else
+        cut_error("W0003", s.where, "state \"" + pending_[i].short_name + "\" needs \"next\"");
       if (tosca::Node f = n.get("on_failure"))
         s.on_failure = target(f, local);
     } else if (kind == "choice") {
       s.kind = StateKind::kChoice;
       tosca::Node list = n.get("choice");
       if (!list.is_seq() || list.size() == 0) {
-        diags_.error("W0001", list.location(), "\"choice\" is a list of {when, next}");
-        cut_segments_.insert(parsing_segment_);
+        cut_error("W0001", list.location(), "\"choice\" is a list of {when, next}");
       } else {
         for (size_t k = 0; k < list.size(); ++k) {
           tosca::Node c = list.item(k);
           if (!c.is_map() || !c.get("when") || !c.get("next")) {
-            diags_.error("W0001", c.location(), "a choice is a map with \"when\" and \"next\"");
-            cut_segments_.insert(parsing_segment_);
+            cut_error("W0001", c.location(), "a choice is a map with \"when\" and \"next\"");
             continue;
           }
           static const std::vector<std::string> kChoice = {"when", "next"};
@@ -797,19 +795,15 @@ class Compiler {
       }
       if (tosca::Node d = n.get("default"))
         s.next = target(d, local);
-      else {
-        diags_.error("W0003", s.where,
-                     "choice state \"" + pending_[i].short_name + "\" needs \"default\"");
-        cut_segments_.insert(parsing_segment_);
-      }
+      else
+        cut_error("W0003", s.where,
+                  "choice state \"" + pending_[i].short_name + "\" needs \"default\"");
     } else if (kind == "wait") {
       s.kind = StateKind::kWait;
       if (tosca::Node nx = n.get("next"))
         s.next = target(nx, local);
-      else {
-        diags_.error("W0003", s.where, "state \"" + pending_[i].short_name + "\" needs \"next\"");
-        cut_segments_.insert(parsing_segment_);
-      }
+      else
+        cut_error("W0003", s.where, "state \"" + pending_[i].short_name + "\" needs \"next\"");
     } else if (kind == "succeed") {
       s.kind = StateKind::kSucceed;
     } else {

@@ -339,7 +339,7 @@ TEST_CASE("heat: hostile answers end in a located failure, without the password"
   // A Keystone that quotes the request back in its error.
   net.on("POST", std::string(kKeystone) + "/auth/tokens",
          test::response(400, R"({"error":{"message":"bad request: password s3cret-pw"}})"));
-  actions::Services services{&net, &clock};
+  actions::Services services{&net, &clock, {}};
   auto registry = actions::Registry::standard(services);
   actions::Context ctx;
   ctx.vim = vim_record;
@@ -386,7 +386,7 @@ TEST_CASE("heat: a stack with no progress for heat_stall_secs is resumed, on the
     status = "UPDATE_IN_PROGRESS";
     return base::Result<test::http::Response>(test::response(202, ""));
   });
-  actions::Services services{&net, &clock};
+  actions::Services services{&net, &clock, {}};
   auto registry = actions::Registry::standard(services);
   actions::Context ctx;
   ctx.vim = [](std::string_view id) {

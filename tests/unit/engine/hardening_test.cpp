@@ -514,6 +514,28 @@ TEST_CASE("state outputs: sealed at rest, read back after a restart and a key ro
   CHECK(vnflow_test::at_rest(f.tdb).find("out-pw-Q7") == std::string::npos);
 }
 
+TEST_CASE("state outputs that repeat a multi-line secret are sealed whole") {
+  // A private key or a certificate's key is text of several lines; the outputs that repeat it
+  // were once looked for in their serialized JSON, where its line breaks are "\n".
+  TempDir pkgdir;
+  Fixture f(two_exec_package(pkgdir).string());
+  auto op = f.request("instantiate",
+                      f.instantiate_request(R"(, "db_password": "ml-pw-Q8\nsecond-line-R3")"));
+  REQUIRE(op.ok());
+  f.run("ml-pw-Q8\nsecond-line-R3");
+  REQUIRE(f.state(op.value().id) == OpState::kCompleted);
+  auto outs = f.store->outputs(op.value().id);
+  REQUIRE(outs.ok());
+  int echoed = 0;
+  for (const auto& kv : outs.value())
+    if (kv.value().is_object() && kv.value().get_object().contains("stdout")) {
+      CHECK(kv.value().at("stdout") == "ml-pw-Q8\nsecond-line-R3");
+      ++echoed;
+    }
+  CHECK(echoed > 0);
+  CHECK(vnflow_test::at_rest(f.tdb).find("second-line-R3") == std::string::npos);
+}
+
 namespace {
 
 // Turns the current schema's events table back into schema 6's.
