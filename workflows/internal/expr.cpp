@@ -108,7 +108,7 @@ class Lexer {
         return t;
       }
     }
-    if (std::string_view("+-*/%<>!()[]{}.,").find(c) != std::string_view::npos) {
+    if (std::string_view("+-*/%<>!()[]{}.,:").find(c) != std::string_view::npos) {
       ++pos_;
       t.kind = Tok::kPunct;
       t.text = std::string(1, c);
@@ -404,11 +404,38 @@ class Parser {
           return sealed(std::move(e));
         }
         if (is("{")) {
+          // {key: value, 'other key': value}: kids are key (a string literal), value, ...
           advance();
+          e->op = Expr::Op::kMap;
+          if (!is("}")) {
+            for (;;) {
+              if (tok_.kind != Tok::kIdent && tok_.kind != Tok::kString)
+                return fail("a map's key is a name or a quoted string, not \"" + tok_.text + "\"");
+              auto key = std::make_shared<Expr>();
+              key->op = Expr::Op::kLiteral;
+              key->value = tok_.text;
+              key->offset = tok_.offset;
+              for (size_t k = 0; k < e->kids.size(); k += 2) {
+                if (e->kids[k]->value.get_string() == tok_.text)
+                  return fail("the map has the key \"" + tok_.text + "\" twice");
+              }
+              advance();
+              if (!expect(":"))
+                return nullptr;
+              ExprPtr value = parse_or();
+              if (!value)
+                return nullptr;
+              e->kids.push_back(key);
+              e->kids.push_back(value);
+              if (is(","))
+                advance();
+              else
+                break;
+            }
+          }
           if (!expect("}"))
             return nullptr;
-          e->op = Expr::Op::kMap;
-          return e;
+          return sealed(std::move(e));
         }
         return fail("unexpected \"" + tok_.text + "\"");
       case Tok::kEnd:
@@ -444,7 +471,7 @@ constexpr Sig kSigs[] = {
     {"int", 1, 1},     {"json", 1, 1},       {"join", 2, 2},     {"keys", 1, 1},  {"trim", 1, 1},
     {"find", 3, 3},    {"shellquote", 1, 1}, {"pathsafe", 1, 1}, {"range", 1, 2}, {"slice", 2, 3},
     {"concat", 2, 8},  {"distinct", 1, 1},   {"sort", 1, 1},     {"first", 1, 1}, {"last", 1, 1},
-    {"map", 3, 3},     {"filter", 3, 3}};
+    {"map", 3, 3},     {"filter", 3, 3},     {"if", 3, 3}};
 
 // The most elements range() and concat() make: a list is a fan-out's items or a
 // command's arguments, not a data set.
@@ -572,7 +599,7 @@ R eval_call(const Expr& e, const Scope& s) {
   R r = eval_call_body(e, s);
   const std::string& f = e.name;
   if (r.ok() && f != "default" && f != "find" && f != "first" && f != "last" && f != "map" &&
-      f != "filter" && !EvalBudget::charge(EvalBudget::size_of(r.value())))
+      f != "filter" && f != "if" && !EvalBudget::charge(EvalBudget::size_of(r.value())))
     return over_budget(e);
   return r;
 }
@@ -596,6 +623,16 @@ R eval_call_body(const Expr& e, const Scope& s) {
     if (!b.ok() && b.status().code() == base::StatusCode::kNotFound)
       return json::value();
     return b;
+  }
+  if (f == "if") {
+    // if(CONDITION, A, B): only the branch taken is evaluated (the other may name a state
+    // that did not run).
+    R c = eval(*e.kids[0], s);
+    if (!c.ok())
+      return c;
+    if (!c.value().is_bool())
+      return type_error(e, "if() needs a boolean condition, not " + kind_name(c.value()));
+    return eval(*e.kids[c.value().get_bool() ? 1 : 2], s);
   }
   if (f == "map" || f == "filter") {
     // map(LIST, NAME, EXPR), filter(LIST, NAME, CONDITION): EXPR or CONDITION evaluated
@@ -1037,8 +1074,16 @@ R eval(const Expr& e, const Scope& s) {
       }
       return json::value(std::move(out));
     }
-    case Expr::Op::kMap:
-      return json::value(json::object());
+    case Expr::Op::kMap: {
+      json::object out;
+      for (size_t k = 0; k + 1 < e.kids.size(); k += 2) {
+        R v = eval(*e.kids[k + 1], s);
+        if (!v.ok())
+          return v;
+        out[e.kids[k]->value.get_string()] = std::move(v).value();
+      }
+      return json::value(std::move(out));
+    }
     case Expr::Op::kRoot:
     case Expr::Op::kField:
     case Expr::Op::kIndex: {
@@ -1118,8 +1163,18 @@ class Checker {
         }
         return make_type(K::kList, elem ? elem : prim(K::kAny));
       }
-      case Expr::Op::kMap:
-        return make_type(K::kMap, prim(K::kAny));
+      case Expr::Op::kMap: {
+        if (e.kids.empty())
+          return make_type(K::kMap, prim(K::kAny));
+        // A literal's keys are known: an object type, so a misspelt field read from it is
+        // W0021 and a field's type flows on.
+        auto t = std::make_shared<Type>();
+        t->kind = K::kObject;
+        for (size_t k = 0; k + 1 < e.kids.size(); k += 2)
+          t->fields.emplace_back(std::string(e.kids[k]->value.get_string()), check(*e.kids[k + 1]),
+                                 true);
+        return t;
+      }
       case Expr::Op::kRoot:
         return root(e);
       case Expr::Op::kField:
@@ -1354,6 +1409,11 @@ class Checker {
     };
     if (f == "default")
       return join(args[0], args[1]);
+    if (f == "if") {
+      if (args[0]->kind != K::kAny && args[0]->kind != K::kBool)
+        error(*e.kids[0], "W0013", "if() needs a boolean condition, not " + to_string(*args[0]));
+      return join(args[1], args[2]);
+    }
     if (f == "len") {
       if (!coll(*args[0]))
         error(*e.kids[0], "W0013", "len() needs a list, map or string, not " + to_string(*args[0]));
@@ -1562,7 +1622,6 @@ bool carries_request_text(const Expr& e, const TypeScope& scope) {
   };
   switch (e.op) {
     case Expr::Op::kLiteral:
-    case Expr::Op::kMap:
     case Expr::Op::kNot:
     case Expr::Op::kNeg:
       return false;
@@ -1595,6 +1654,7 @@ bool carries_request_text(const Expr& e, const TypeScope& scope) {
       }
       return any_kid();
     case Expr::Op::kList:
+    case Expr::Op::kMap:  // the keys are literals; the values may be request text
       return any_kid();
     case Expr::Op::kBinary:
       if (e.name != "+" && e.name != "-" && e.name != "*" && e.name != "/" && e.name != "%")

@@ -26,7 +26,7 @@ class Expr {
     kNeg,
     kBinary,  // kids[0] name kids[1]; name is the operator
     kList,    // [kids...]
-    kMap,     // {} (empty map only)
+    kMap,     // {k: v, ...}: kids are key (a string literal), value, key, value ...
   };
   Op op = Op::kLiteral;
   std::string name;

@@ -805,6 +805,69 @@ TEST_CASE("list functions: range, slice, concat, distinct, sort, first, last") {
   CHECK(type_errors("first(slice(request.additionalParams.nodes, 1))").empty());
 }
 
+TEST_CASE("map literals: keys and values, typed, checked and bounded like lists") {
+  json::value req =
+      json::parse(R"({"sets": [{"conn": "aws", "count": 2}, {"conn": "gcp", "count": 1}]})");
+  CHECK(eval("{}", req) == json::object());
+  CHECK(eval("{name: 'a', 'spec-id': 1 + 1, nested: {x: [1, 2]}}", req) ==
+        json::parse(R"({"name": "a", "spec-id": 2, "nested": {"x": [1, 2]}})"));
+  // The seed-004 idiom: a VM entry per node of every set.
+  CHECK(eval("map(range(request.sets[0].count), i, {name: 'c-' + string(i), "
+             "connectionName: request.sets[0].conn})",
+             req) == json::parse(R"([{"name": "c-0", "connectionName": "aws"},
+                                      {"name": "c-1", "connectionName": "aws"}])"));
+  CHECK(eval("{a: 1, b: 'x'}.b", req) == "x");
+  // Its keys are known to the type checker.
+  CHECK(type_errors("{connection: 'a'}.conection").size() == 1);
+  CHECK(type_errors("{connection: 'a'}.conection")[0].find("did you mean \"connection\"") !=
+        std::string::npos);
+  CHECK(type_errors("len({n: 1}.n)") ==
+        std::vector<std::string>{"W0013 len() needs a list, map or string, not integer"});
+  CHECK(type_errors("merge({a: 1}, {b: 2})").empty());
+  // Syntax errors, located.
+  for (const char* bad :
+       {"{a 1}", "{a: 1, a: 2}", "{1: 2}", "{a: }", "{a: 1,", "{'a': 1 'b': 2}"}) {
+    INFO(bad);
+    std::string err;
+    uint32_t at = 0;
+    CHECK(workflows::Expr::parse(bad, &err, &at) == nullptr);
+    CHECK(!err.empty());
+  }
+  std::string err;
+  uint32_t at = 0;
+  workflows::Expr::parse("{a: 1, a: 2}", &err, &at);
+  CHECK(err.find("the key \"a\" twice") != std::string::npos);
+  // Nesting counts towards the depth limit like brackets.
+  std::string deep;
+  for (int i = 0; i < 120; ++i)
+    deep += "{a: ";
+  deep += "1";
+  for (int i = 0; i < 120; ++i)
+    deep += "}";
+  std::string code;
+  CHECK(workflows::Expr::parse(deep, &err, &at, &code) == nullptr);
+  CHECK(code == "W0023");
+}
+
+TEST_CASE("if(): one branch, chosen by a boolean, the other not evaluated") {
+  json::value req = json::parse(R"({"probed": true, "n": 3, "vms": ["a", "b"]})");
+  CHECK(eval("if(request.probed, 'GET', 'DELETE')", req) == "GET");
+  CHECK(eval("if(request.n > 5, 'big', 'small')", req) == "small");
+  CHECK(eval("if(len(request.vms) == 2, request.vms[1], 'none')", req) == "b");
+  // The branch not taken may read what is not there.
+  CHECK(eval("if(true, 1, request.missing.deeper)", req) == 1);
+  CHECK(eval("if(false, request.missing.deeper, [2])", req) == json::parse("[2]"));
+  CHECK(try_eval("if(true, request.missing.deeper, 1)", req).status().code() ==
+        base::StatusCode::kNotFound);
+  CHECK_FALSE(try_eval("if(request.n, 1, 2)", req).ok());  // an integer is not a condition
+  CHECK(type_errors("if('yes', 1, 2)") ==
+        std::vector<std::string>{"W0013 if() needs a boolean condition, not string"});
+  CHECK(type_errors("if(true, 1)") ==
+        std::vector<std::string>{"W0013 if() takes 3 arguments, not 2"});
+  CHECK(type_errors("if(request.additionalParams.x == 1, 'a', 'b')").empty());
+  CHECK(type_errors("len(if(true, 'ab', 'c'))").empty());
+}
+
 TEST_CASE("map and filter: an expression per element, with a name for it") {
   json::value req = json::parse(
       R"({"vms": [{"name": "m0", "role": "leader", "ip": "10.0.0.1"},
@@ -981,6 +1044,8 @@ TEST_CASE("request text through the list functions still needs quoting in shell 
   CHECK(warned(shell("first(concat(request.additionalParams.x, [0]))")));
   CHECK(warned(shell("default(request.additionalParams.x, 0)")));
   CHECK(warned(shell("request.additionalParams.x + 1")));
+  CHECK(warned(shell("json({name:request.additionalParams.x})")));
+  CHECK_FALSE(warned(shell("json({name:shellquote(request.additionalParams.x),n:1})")));
   CHECK_FALSE(warned(shell("len(request.additionalParams.names)")));
   CHECK_FALSE(warned(shell("range(3)[0]")));
   CHECK_FALSE(warned(shell("shellquote(first(request.additionalParams.names))")));
