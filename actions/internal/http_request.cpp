@@ -54,6 +54,25 @@ bool is_token(std::string_view s) {
   });
 }
 
+// Headers http.request sets itself (Authorization from auth or vim_id, Content-Type for json).
+bool reserved_header(const std::string& lower_name) {
+  return lower_name == "host" || lower_name == "content-length" ||
+         lower_name == "transfer-encoding" || lower_name == "connection" ||
+         lower_name == "authorization" || lower_name == "content-type" || lower_name == "accept";
+}
+
+// The call's idempotency key without its attempt ("<op>/<state>[<item>]/<attempt>"): every
+// attempt of one call (a retry after a lost answer, a re-dispatch) sends the same key, so an
+// API that deduplicates applies the call once whichever attempt reached it.
+std::string call_key(const std::string& key) {
+  size_t slash = key.rfind('/');
+  if (slash == std::string::npos || slash + 1 == key.size() ||
+      !std::all_of(key.begin() + static_cast<std::ptrdiff_t>(slash) + 1, key.end(),
+                   [](unsigned char ch) { return std::isdigit(ch) != 0; }))
+    return key;
+  return key.substr(0, slash);
+}
+
 // A URL for messages: scheme, host, port and path; the query (which may carry an API key)
 // left out, the text made safe for a terminal.
 std::string shown_url(std::string_view url) {
@@ -79,6 +98,11 @@ struct Call {
 struct Prepared {
   http::Options opt;
   std::vector<std::pair<std::string, std::string>> auth_headers;
+  // The credentials in every form a server could echo them (the token, the password, a
+  // header's whole value, base64 with "/" escaped as JSON may): never quoted in a message,
+  // and a VIM's (which the engine does not know) replaced by *** in the answer too.
+  std::vector<std::string> secrets;
+  bool vim_credentials = false;
   std::string vim_server;  // with vim_id: relative URLs go here, absolute ones must match it
 };
 
@@ -89,6 +113,8 @@ class HttpRequest final : public Action {
 
   Outcome run(const json::object& in, const Context& ctx) const override {
     auto start = steady_clock::now();
+    if (member(in, "url") == nullptr || !in.at("url").is_string())
+      return invalid("\"url\" is the URL to call (a string)");
     Prepared p;
     if (Outcome bad = prepare(in, ctx, p); !bad.message.empty())
       return bad;
@@ -106,7 +132,7 @@ class HttpRequest final : public Action {
                          base::printable(kv.key()) + "\"");
       }
       json::object merged;
-      merged["url"] = member(pr, "url") != nullptr ? pr.at("url") : in.at("url");
+      merged["url"] = member(pr, "url") != nullptr ? pr.at("url") : *member(in, "url");
       merged["method"] = member(pr, "method") != nullptr ? pr.at("method") : json::value("GET");
       if (const json::value* q = member(pr, "query"))
         merged["query"] = *q;
@@ -128,9 +154,9 @@ class HttpRequest final : public Action {
         return transport_failure(call.value(), answer.status(), "probe");
       int st = answer.value().status;
       if (std::find(found.begin(), found.end(), st) != found.end())
-        return result(call.value(), std::move(answer.value()), true, start);
+        return result(call.value(), std::move(answer.value()), true, start, p);
       if (std::find(absent.begin(), absent.end(), st) == absent.end())
-        return status_failure(call.value(), answer.value(), "probe");
+        return status_failure(call.value(), answer.value(), "probe", p);
     }
 
     auto call = build(in, p, ctx, true);
@@ -146,8 +172,8 @@ class HttpRequest final : public Action {
     bool ok = expect.empty() ? st >= 200 && st <= 299
                              : std::find(expect.begin(), expect.end(), st) != expect.end();
     if (!ok)
-      return status_failure(call.value(), answer.value(), "");
-    return result(call.value(), std::move(answer.value()), false, start);
+      return status_failure(call.value(), answer.value(), "", p);
+    return result(call.value(), std::move(answer.value()), false, start, p);
   }
 
  private:
@@ -199,10 +225,12 @@ class HttpRequest final : public Action {
           return invalid("basic auth needs \"username\" and \"password\"");
         p.auth_headers.emplace_back("Authorization",
                                     basic_authorization(str(a, "username"), str(a, "password")));
+        p.secrets.push_back(str(a, "password"));
       } else if (type == "bearer") {
         if (str(a, "token").empty())
           return invalid("bearer auth needs \"token\"");
         p.auth_headers.emplace_back("Authorization", "Bearer " + str(a, "token"));
+        p.secrets.push_back(str(a, "token"));
       } else {
         return invalid("auth \"type\" is basic or bearer");
       }
@@ -229,14 +257,34 @@ class HttpRequest final : public Action {
       p.vim_server = str(acc, "server");
       while (!p.vim_server.empty() && p.vim_server.back() == '/')
         p.vim_server.pop_back();
-      if (!str(acc, "bearer_token").empty())
+      if (!p.opt.ca_pem.empty())
+        return invalid(
+            "give \"ca_cert\" or \"vim_id\", not both: a VIM's credentials go to "
+            "the server its own CA vouches for");
+      if (!str(acc, "bearer_token").empty()) {
         p.auth_headers.emplace_back("Authorization", "Bearer " + str(acc, "bearer_token"));
-      else
+        p.secrets.push_back(str(acc, "bearer_token"));
+      } else {
         p.auth_headers.emplace_back(
             "Authorization", basic_authorization(str(acc, "username"), str(acc, "password")));
-      if (p.opt.ca_pem.empty() && !str(acc, "ssl_ca_cert").empty())
-        p.opt.ca_pem = str(acc, "ssl_ca_cert");
+        p.secrets.push_back(str(acc, "password"));
+      }
+      p.vim_credentials = true;
+      p.opt.ca_pem = str(acc, "ssl_ca_cert");
     }
+    for (const auto& [name, value] : p.auth_headers) {
+      p.secrets.push_back(value);
+      std::string b64 = value.substr(value.find(' ') + 1);
+      p.secrets.push_back(b64);
+      std::string escaped;
+      for (char c : b64)
+        escaped += c == '/' ? std::string("\\/") : std::string(1, c);
+      p.secrets.push_back(escaped);
+    }
+    // Longest first, so that a secret containing another is scrubbed whole; none empty.
+    std::erase_if(p.secrets, [](const std::string& x) { return x.empty(); });
+    std::sort(p.secrets.begin(), p.secrets.end(),
+              [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
     return {};
   }
 
@@ -291,7 +339,10 @@ class HttpRequest final : public Action {
     }
     auto parsed = http::parse_url(url);
     if (!parsed.ok())
-      return base::Status::InvalidArgument(parsed.status().message());
+      return base::Status::InvalidArgument(
+          "\"" + shown_url(url) +
+          "\" is not a URL http.request calls: http:// or https://, a host, a port of digits, "
+          "no user:password@");
     if (url.find_first_of(" \t\r\n") != std::string::npos)
       return base::Status::InvalidArgument("the URL holds white space or a line break");
     if (const json::value* q = member(in, "query")) {
@@ -334,8 +385,9 @@ class HttpRequest final : public Action {
         if (!is_token(kv.key()))
           return base::Status::InvalidArgument("header name \"" + base::printable(kv.key()) +
                                                "\" is not a token");
-        if (name == "host" || name == "content-length" || name == "transfer-encoding" ||
-            name == "connection" || (name == "authorization" && !p.auth_headers.empty()))
+        if ((reserved_header(name) && name != "authorization" && name != "content-type" &&
+             name != "accept") ||
+            (name == "authorization" && !p.auth_headers.empty()))
           return base::Status::InvalidArgument("header \"" + std::string(kv.key()) +
                                                "\" is set by http.request itself");
         if (!kv.value().is_string())
@@ -371,14 +423,15 @@ class HttpRequest final : public Action {
         return base::Status::InvalidArgument("a " + method + " request carries no body");
       std::string header = "Idempotency-Key";
       if (const json::value* ih = in.if_contains("idempotency_header")) {
-        if (!ih->is_string() || (!ih->get_string().empty() && !is_token(ih->get_string())))
+        if (!ih->is_string() || (!ih->get_string().empty() && !is_token(ih->get_string())) ||
+            reserved_header(lower(ih->get_string())))
           return base::Status::InvalidArgument(
-              "\"idempotency_header\" is a header name (\"\": none is sent)");
+              "\"idempotency_header\" is a header name of the API's (\"\": none is sent)");
         header = std::string(ih->get_string());
       }
       bool safe = method == "GET" || method == "HEAD" || method == "OPTIONS";
       if (!header.empty() && !safe && !ctx.key.empty())
-        c.req.headers.emplace_back(header, ctx.key);
+        c.req.headers.emplace_back(header, call_key(ctx.key));
     }
     if (!std::any_of(c.req.headers.begin(), c.req.headers.end(),
                      [](const auto& h) { return lower(h.first) == "accept"; }))
@@ -413,14 +466,17 @@ class HttpRequest final : public Action {
     }
   }
 
-  static Outcome status_failure(const Call& c, const http::Response& r, std::string_view phase) {
+  static Outcome status_failure(const Call& c, const http::Response& r, std::string_view phase,
+                                const Prepared& p) {
     std::string msg = what(c, phase) + ": HTTP " + std::to_string(r.status);
-    std::string snippet = r.body.substr(0, kSnippet);
+    // The credentials scrubbed before the cut, so that no part of one is left at its end.
+    std::string body = scrub(r.body.substr(0, kSnippet * 4), p.secrets);
+    std::string snippet = body.substr(0, kSnippet);
     size_t b = snippet.find_first_not_of(" \t\r\n");
     if (b != std::string::npos) {
       snippet = snippet.substr(b);
       msg += ": " + base::printable(redact_url_passwords(snippet)) +
-             (r.body.size() > kSnippet + b ? "..." : "");
+             (body.size() > kSnippet + b || r.body.size() > kSnippet * 4 ? "..." : "");
     }
     int s = r.status;
     ErrorClass cls = s >= 500 || s == 429 || s == 408 ? ErrorClass::kTransient
@@ -430,7 +486,10 @@ class HttpRequest final : public Action {
   }
 
   static Outcome result(const Call& c, http::Response r, bool probed,
-                        steady_clock::time_point start) {
+                        steady_clock::time_point start, const Prepared& p) {
+    // A VIM's credentials, which the engine never learns, do not reach the outputs.
+    if (p.vim_credentials)
+      r.body = scrub(std::move(r.body), p.secrets);
     json::object out;
     out["status"] = r.status;
     json::object headers;

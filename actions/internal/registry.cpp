@@ -92,8 +92,11 @@ bool is_secret_name(std::string_view name) {
   std::string n(name.size(), '\0');
   for (size_t i = 0; i < name.size(); ++i)
     n[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(name[i])));
-  static const char* kWords[] = {"password",   "passwd",     "secret",  "token",  "private_key",
-                                 "privatekey", "credential", "api_key", "apikey", "passphrase"};
+  // Also the HTTP headers that carry credentials (Authorization, Proxy-Authorization,
+  // Cookie, Set-Cookie, X-Api-Key): an http.request's headers and its answer's.
+  static const char* kWords[] = {"password",   "passwd",        "secret",  "token",  "private_key",
+                                 "privatekey", "credential",    "api_key", "apikey", "api-key",
+                                 "passphrase", "authorization", "cookie"};
   for (const char* w : kWords) {
     if (n.find(w) != std::string::npos)
       return true;

@@ -82,6 +82,16 @@ json::value Cursor::to_json() const {
       a.push_back(json::string(n));
     o["sst"] = std::move(a);
   }
+  if (!secret_paths.empty()) {
+    json::object sp;
+    for (const auto& [state, paths] : secret_paths) {
+      json::array a;
+      for (const auto& p : paths)
+        a.push_back(json::string(p));
+      sp[state] = std::move(a);
+    }
+    o["spaths"] = std::move(sp);
+  }
   if (!values.empty())
     body["values"] = values;
   if (!ds.empty())
@@ -151,6 +161,13 @@ base::Result<Cursor> Cursor::from_json(const json::value& v) {
     if (auto* ss = o.if_contains("sst")) {
       for (const auto& n : ss->as_array())
         c.secret_states.emplace_back(n.as_string());
+    }
+    if (auto* sp = o.if_contains("spaths")) {
+      for (const auto& kv : sp->as_object()) {
+        auto& paths = c.secret_paths[std::string(kv.key())];
+        for (const auto& p : kv.value().as_array())
+          paths.emplace_back(p.as_string());
+      }
     }
     if (auto* outs = o.if_contains("outputs"))
       c.outputs = outs->as_object();

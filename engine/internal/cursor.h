@@ -59,6 +59,9 @@ struct Cursor {
   // entry is the visit in progress. States off every cycle are visited once.
   std::map<int, int> visits;
   std::vector<std::string> secret_states;  // states whose outputs are secret
+  // States whose outputs hold secrets at these paths only (an action's secret_fields): on a
+  // resume the run learns the values there, not every string of the outputs.
+  std::map<std::string, std::vector<std::string>> secret_paths;
   // Once an operation holds a secret output, later inputs and outputs may carry it: the
   // items, fan-out values and finished states are then stored under one secret-named key,
   // so the store seals them whole.

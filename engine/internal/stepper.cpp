@@ -51,8 +51,9 @@ void collect_secrets(const json::value& v, bool all, std::vector<std::string>& o
 
 // The values at `path` in `v`: names separated by '.', each followed by any number of [N]
 // (an item) or [*] (every item): "json.private_key", "json.items[*].token". A path that
-// leads nowhere finds nothing.
-void values_at(const json::value& v, std::string_view path, std::vector<const json::value*>& out) {
+// leads nowhere finds nothing. V is json::value or const json::value (to mask them).
+template <typename V>
+void values_at(V& v, std::string_view path, std::vector<V*>& out) {
   if (path.empty()) {
     out.push_back(&v);
     return;
@@ -65,17 +66,16 @@ void values_at(const json::value& v, std::string_view path, std::vector<const js
     std::string_view rest = path.substr(close + 1);
     if (!rest.empty() && rest[0] == '.')
       rest.remove_prefix(1);
-    const json::array& a = v.get_array();
+    auto& a = v.get_array();
     if (index == "*") {
-      for (const auto& x : a)
+      for (auto& x : a)
         values_at(x, rest, out);
       return;
     }
-    size_t n = 0;
     if (index.empty() || index.size() > 9 ||
         !std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; }))
       return;
-    n = std::stoul(std::string(index));
+    size_t n = std::stoul(std::string(index));
     if (n < a.size())
       values_at(a[n], rest, out);
     return;
@@ -85,9 +85,47 @@ void values_at(const json::value& v, std::string_view path, std::vector<const js
   std::string_view rest = end == std::string_view::npos ? std::string_view() : path.substr(end);
   if (!rest.empty() && rest[0] == '.')
     rest.remove_prefix(1);
-  const json::value* x = v.is_object() ? v.get_object().if_contains(name) : nullptr;
-  if (x != nullptr)
-    values_at(*x, rest, out);
+  if (!v.is_object())
+    return;
+  auto& o = v.get_object();
+  auto it = o.find(name);
+  if (it != o.end())
+    values_at(it->value(), rest, out);
+}
+
+// secret_fields: at most this many values, of at most this many bytes in all (the answer of
+// a server, which may hold anything, must not make every later event's scrub a long one).
+constexpr size_t kMaxSecretValues = 64;
+constexpr size_t kMaxSecretBytes = 64 * 1024;
+
+std::vector<std::string> string_list_input(const json::value& inputs, std::string_view name) {
+  std::vector<std::string> out;
+  const json::value* v = inputs.is_object() ? inputs.get_object().if_contains(name) : nullptr;
+  if (v != nullptr && v->is_array()) {
+    for (const auto& x : v->get_array())
+      if (x.is_string())
+        out.emplace_back(x.get_string());
+  }
+  return out;
+}
+
+// True when a string of `v` contains one of `secrets`, or a number of `v` is one (in the
+// strings themselves, not in serialized text, where a multi-line secret's line breaks are
+// escaped).
+bool holds_secret(const json::value& v, const std::vector<std::string>& secrets) {
+  if (v.is_number())
+    return std::find(secrets.begin(), secrets.end(), json::serialize(v)) != secrets.end();
+  if (v.is_string())
+    return std::any_of(secrets.begin(), secrets.end(), [&](const std::string& sec) {
+      return v.get_string().find(sec) != json::string::npos;
+    });
+  if (v.is_array())
+    return std::any_of(v.get_array().begin(), v.get_array().end(),
+                       [&](const json::value& x) { return holds_secret(x, secrets); });
+  if (v.is_object())
+    return std::any_of(v.get_object().begin(), v.get_object().end(),
+                       [&](const auto& kv) { return holds_secret(kv.value(), secrets); });
+  return false;
 }
 
 bool bool_input(const json::value& inputs, std::string_view name) {
@@ -190,6 +228,10 @@ json::value for_history(const json::value& v, const std::vector<std::string>& se
   std::function<void(json::value&)> cut = [&](json::value& x) {
     if (x.is_string() && !secrets.empty())
       x = json::string(actions::scrub(std::string(x.get_string()), secrets));
+    // A number that is a known secret (secret_fields' PIN, echoed by a later answer).
+    if (x.is_number() && !secrets.empty() &&
+        std::find(secrets.begin(), secrets.end(), json::serialize(x)) != secrets.end())
+      x = "***";
     if (x.is_string() && x.get_string().size() > kHistoryStringLimit &&
         !already_cut(x.get_string())) {
       size_t n = x.get_string().size();
@@ -215,6 +257,23 @@ int Run::visit() const {
   auto it = c.visits.find(c.cur);
   return is_cyclic(c.cur) && it != c.visits.end() ? it->second : 1;
 }
+void Run::learn_paths(const json::value& outputs, const std::vector<std::string>& paths) {
+  if (outputs.is_array()) {  // a fan-out's outputs: each item's
+    for (const auto& x : outputs.get_array())
+      learn_paths(x, paths);
+    return;
+  }
+  std::vector<const json::value*> found;
+  for (const auto& p : paths)
+    values_at(outputs, p, found);
+  for (const json::value* v : found) {
+    if (v->is_number())  // a PIN, a port: its text, where a message would quote it
+      learn_secrets(json::value(json::serialize(*v)), true);
+    else
+      learn_secrets(*v, true);
+  }
+}
+
 void Run::learn_secrets(const json::value& v, bool all) {
   std::vector<std::string> found;
   collect_secrets(v, all, found);
@@ -602,19 +661,13 @@ bool Stepper::step_action(Run& r, const State& s) {
         outs.push_back(it.outputs);
       r.c.outputs[s.name] = std::move(outs);
     }
-    bool secret = false;
+    bool secret = r.c.secret_paths.count(s.name) > 0;  // secret_fields: sealed whole at rest
     for (const auto& it : r.c.items)
       secret = secret || it.secret;
     // Outputs that repeat a known secret (a hook echoing what it was given, a field of
     // secret_fields) are sealed whole too. Looked for in the strings themselves, not in the
     // serialized text, where a multi-line secret's line breaks are escaped.
-    secret =
-        secret ||
-        (!r.secrets.empty() && internal::any_string(r.c.outputs[s.name], [&](std::string_view v) {
-          return std::any_of(r.secrets.begin(), r.secrets.end(), [&](const std::string& sec) {
-            return v.find(sec) != std::string_view::npos;
-          });
-        }));
+    secret = secret || (!r.secrets.empty() && holds_secret(r.c.outputs[s.name], r.secrets));
     std::string text = json::serialize(r.c.outputs[s.name]);
     if (secret && std::find(r.c.secret_states.begin(), r.c.secret_states.end(), s.name) ==
                       r.c.secret_states.end())
@@ -636,22 +689,42 @@ void Stepper::finish_item(Run& r, const State& s, int i, const actions::Outcome&
   int item_no = s.for_each.empty() ? -1 : i;
   bool hidden = bool_input(it.inputs, "hide_output");
   bool secret = bool_input(it.inputs, "secret_output");
-  // secret_fields: the values at these paths of the outputs are secrets the run learns, so
-  // the outputs holding them are sealed at rest and the history shows *** in their place.
-  if (const json::value* sf =
-          it.inputs.is_object() ? it.inputs.get_object().if_contains("secret_fields") : nullptr;
-      out.ok && sf != nullptr && sf->is_array()) {
-    std::vector<const json::value*> found;
-    for (const auto& path : sf->get_array()) {
-      if (path.is_string())
-        values_at(out.outputs, path.get_string(), found);
-    }
-    for (const json::value* v : found)
-      r.learn_secrets(*v, true);
-    if (!found.empty())
-      r.c.seal_body = true;
-  }
+  std::vector<std::string> secret_paths = string_list_input(it.inputs, "secret_fields");
   it.inputs = nullptr;
+  // secret_fields: the values at these paths of the outputs are secrets. The history shows
+  // *** in their place, the state's outputs are sealed whole at rest, and the run learns
+  // them, so that later events and messages that repeat them show *** too.
+  json::value shown;
+  if (out.ok && !secret_paths.empty()) {
+    std::vector<const json::value*> found;
+    for (const auto& p : secret_paths)
+      values_at(out.outputs, p, found);
+    size_t bytes = 0;
+    for (const json::value* v : found)
+      bytes += json::serialize(*v).size();
+    if (found.size() > kMaxSecretValues || bytes > kMaxSecretBytes) {
+      finish_item(r, s, i,
+                  actions::Outcome::failure(
+                      base::ErrorClass::kInvalid,
+                      "secret_fields found " + std::to_string(found.size()) + " values of " +
+                          std::to_string(bytes) + " bytes in the answer; at most " +
+                          std::to_string(kMaxSecretValues) + " values and " +
+                          std::to_string(kMaxSecretBytes) + " bytes are kept secret"));
+      return;
+    }
+    r.learn_paths(out.outputs, secret_paths);
+    auto& known = r.c.secret_paths[s.name];
+    for (const auto& p : secret_paths)
+      if (std::find(known.begin(), known.end(), p) == known.end())
+        known.push_back(p);
+    r.c.seal_body = true;
+    shown = out.outputs;
+    std::vector<json::value*> masked;
+    for (const auto& p : secret_paths)
+      values_at(shown, p, masked);
+    for (json::value* v : masked)
+      *v = "***";
+  }
   if (out.ok && !out.pin_host_keys.empty()) {
     // Host keys seen on first use are pinned with the result that saw them.
     if (!r.instance.is_object())
@@ -687,7 +760,7 @@ void Stepper::finish_item(Run& r, const State& s, int i, const actions::Outcome&
     event(r, "succeeded", s.name, item_no, it.attempt, "",
           secret   ? json::value("*** (secret_output)")
           : hidden ? json::value("*** (hide_output)")
-                   : r.hist(out.outputs));
+                   : r.hist(shown.is_null() ? out.outputs : shown));
     return;
   }
   bool retryable = std::find(s.retry.on.begin(), s.retry.on.end(),
@@ -879,8 +952,21 @@ std::vector<std::string> Stepper::resume(Run& r, OpState stored, int64_t now, bo
   // The secrets of the request and of earlier secret outputs, for scrubbing.
   r.learn_secrets(r.request, false);
   for (const auto& name : r.c.secret_states) {
-    if (const json::value* o = r.c.outputs.if_contains(name))
+    const json::value* o = r.c.outputs.if_contains(name);
+    auto sp = r.c.secret_paths.find(name);
+    if (o != nullptr && sp == r.c.secret_paths.end())
       r.learn_secrets(*o, true);
+    else if (o != nullptr)  // secret_fields: only the values there
+      r.learn_paths(*o, sp->second);
+  }
+  // The items of the current state that finished before the stop: their secret_fields.
+  if (r.c.cur >= 0 && static_cast<size_t>(r.c.cur) < r.m->states.size()) {
+    auto sp = r.c.secret_paths.find(r.m->states[static_cast<size_t>(r.c.cur)].name);
+    if (sp != r.c.secret_paths.end()) {
+      for (const auto& it : r.c.items)
+        if (it.status == ItemStatus::kDone)
+          r.learn_paths(it.outputs, sp->second);
+    }
   }
   // Dispatched but not finished (a crash or a failed commit): the same key again, unless
   // that happened too often already (a poison step that kills the daemon each time).

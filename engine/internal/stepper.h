@@ -66,6 +66,9 @@ struct Run {
   bool is_cyclic(int index) const;
   int visit() const;  // which visit of the current state this is
   void learn_secrets(const json::value& v, bool all);
+  // The values at `paths` (secret_fields) of an action's outputs, or of each item's when
+  // `outputs` is a fan-out's list.
+  void learn_paths(const json::value& outputs, const std::vector<std::string>& paths);
   json::value hist(const json::value& v) const { return for_history(v, secrets); }
   std::string clean(const std::string& msg) const {
     return actions::redact_url_passwords(actions::scrub(msg, secrets));

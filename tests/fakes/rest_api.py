@@ -1,27 +1,37 @@
-# rest_api.py: a stand-in of a resource REST API (the kind seed 004's cluster-create flow
-# drives: get-or-create of networks, security groups, keys, VMs) for tests of http.request.
+# rest_api.py: a stand-in of a resource REST API, for tests of http.request and of seed 004's
+# cluster-create flow (csar-samples/ladybug-cluster, whose Tumblebug calls it answers).
 # Written for vnflow's tests; run with Debian's /usr/bin/python3, standard library only.
 #
-#   rest_api.py --port P --log FILE [--token T] [--tls CERT KEY] [--port-file F]
+#   rest_api.py --port P --log FILE [--token T | --basic USER:PASS] [--tls CERT KEY]
+#               [--seed FILE] [--addresses A,B,...] [--ssh-key FILE]
 #
-# Serves HTTP/1.1 on 127.0.0.1:P (HTTPS with --tls) until killed:
-#   GET    /v1/<kind>              200 {"items": [...]}
-#   GET    /v1/<kind>/<name>       200 the resource, or 404
-#   POST   /v1/<kind>              {"name": ...} -> 201 the resource (an "id" added); 409 when
-#                                  the name exists. kind "keypairs" answers the key's
-#                                  "material" too (a PEM private key, kept only in the answer:
-#                                  a field name no secret-name rule would guess). A POST carrying an
-#                                  Idempotency-Key seen before gets the first answer again and
-#                                  creates nothing.
-#   DELETE /v1/<kind>/<name>       204, or 404
-#   POST   /_control/fault         {"method", "path", "status" | "delay_ms" | "race", "times"}:
-#                                  the next `times` matching requests answer `status` (a body
-#                                  {"message": ...}), or are answered after `delay_ms`; "race":
-#                                  the next POST finds the name created by someone else (409)
-# With --token, every /v1 request needs "Authorization: Bearer T" (else 401).
-# Each /v1 request is logged as one JSON line: method, path, query, idempotency_key, auth
-# (ok | missing | wrong), status, and the body sent.
+# Serves HTTP/1.1 on 127.0.0.1:P (HTTPS with --tls) until killed. Resources live at
+# COLLECTION/NAME, for any collection path:
+#   GET    COLLECTION/NAME    200 the resource, or 404
+#   GET    COLLECTION         200 {"items": [...]} (its resources; none is still 200)
+#   POST   COLLECTION         {"name": ...} -> 201 the resource (an "id" added); 409 when the
+#                             name exists. A POST carrying an Idempotency-Key seen before
+#                             gets the first answer again and creates nothing.
+#   DELETE COLLECTION/NAME    204, or 404
+#   PUT    COLLECTION/NAME    200, the resource replaced
+# Kinds with a secret in their answer (kept only in the answer, a field name no secret-name
+# rule would guess): a collection ending in "keypairs" answers "material" (a PEM key made
+# up); one ending in "sshKey" answers "privateKey", the key of --ssh-key (a real one, so
+# that the VMs it reaches take it). A collection ending in "mcis" gives each VM of the
+# body's "vm" list the next address of --addresses as "publicIP" (the test's VMs).
+# --seed: a JSON file {"resources": {PATH: resource}, "echo": [PATH], "collections": [NAME]}:
+# resources there before the test starts, paths where a POST answers 200 with its body (a
+# lookup), and the names of collections a GET lists while they are empty (a collection is
+# known once something was POSTed to it; another path without a resource is a 404).
+#   POST   /_control/fault    {"method", "path", "status" | "delay_ms" | "race", "times"}:
+#                             the next `times` matching requests answer `status` (a body
+#                             {"message": ...}), or are answered after `delay_ms`; "race":
+#                             the next POST finds the name created by someone else (409)
+# With --token (or --basic), every request but /_control needs "Authorization: Bearer T"
+# (or Basic) and gets 401 without it. Each request is logged as one JSON line: method, path,
+# query, idempotency_key, auth (ok | missing | wrong), status, and the body sent.
 import argparse
+import base64
 import json
 import ssl
 import threading
@@ -31,9 +41,11 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 lock = threading.Lock()
-resources = {}  # kind -> name -> resource
+resources = {}  # "COLLECTION/NAME" -> resource
+echo_paths = set()
 answers = {}  # idempotency key -> (status, body)
 faults = []  # {"method", "path", "status" | "delay_ms" | "race", "times"}
+addresses = []  # the VMs' addresses, handed out in order
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -59,15 +71,20 @@ class Handler(BaseHTTPRequestHandler):
             raise ValueError("body too large")
         return self.rfile.read(n) if n else b""
 
+    def auth_state(self):
+        got = self.headers.get("Authorization")
+        if not got:
+            return "missing"
+        return "ok" if got == expected_auth else "wrong"
+
     def record(self, status, raw):
         url = urllib.parse.urlsplit(self.path)
-        auth = self.headers.get("Authorization")
         entry = {
             "method": self.command,
             "path": url.path,
             "query": url.query,
             "idempotency_key": self.headers.get("Idempotency-Key"),
-            "auth": "missing" if not auth else ("ok" if auth == "Bearer " + (args.token or "") else "wrong"),
+            "auth": self.auth_state(),
             "status": status,
             "body": raw.decode("utf-8", "replace"),
         }
@@ -94,55 +111,73 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 faults.append(f)
             return self.reply(204)
-        parts = [p for p in url.path.split("/") if p]
-        if not parts or parts[0] != "v1" or len(parts) not in (2, 3):
-            return self.reply(404, {"message": "no such route"})
-        status, answer = self.serve(parts, raw, url.path)
+        path = "/" + "/".join(p for p in url.path.split("/") if p)
+        status, answer = self.serve(path, raw)
         self.record(status, raw)
         self.reply(status, answer)
 
-    def serve(self, parts, raw, path):
-        if args.token and self.headers.get("Authorization") != "Bearer " + args.token:
+    def serve(self, path, raw):
+        if expected_auth and self.auth_state() != "ok":
             return 401, {"message": "authentication required"}
         f = self.fault(path)
         if f and "status" in f:
             return f["status"], {"message": "injected fault %d" % f["status"]}
         if f and "delay_ms" in f:
             time.sleep(f["delay_ms"] / 1000.0)
-        kind = parts[1]
         with lock:
-            table = resources.setdefault(kind, {})
-            if self.command in ("GET", "HEAD") and len(parts) == 2:
-                return 200, {"items": list(table.values())}
             if self.command in ("GET", "HEAD"):
-                r = table.get(parts[2])
-                return (200, r) if r else (404, {"message": "no %s %s" % (kind, parts[2])})
-            if self.command == "DELETE" and len(parts) == 3:
-                if table.pop(parts[2], None) is None:
-                    return 404, {"message": "no %s %s" % (kind, parts[2])}
+                if path in resources:
+                    return 200, resources[path]
+                items = [r for k, r in resources.items() if k.rsplit("/", 1)[0] == path]
+                if items or path.rsplit("/", 1)[-1] in known_collections:
+                    return 200, {"items": items}
+                return 404, {"message": "%s: not found" % path}
+            if self.command == "DELETE":
+                if resources.pop(path, None) is None:
+                    return 404, {"message": "%s: not found" % path}
                 return 204, None
-            if self.command == "POST" and len(parts) == 2:
-                key = self.headers.get("Idempotency-Key")
-                if key and key in answers:
-                    return answers[key]
-                try:
-                    want = json.loads(raw)
-                    name = want["name"]
-                except (ValueError, KeyError, TypeError):
-                    return 400, {"message": "a JSON body with a name is needed"}
-                if f and f.get("race"):
-                    table[name] = dict(want, id=str(uuid.uuid4()), by="someone else")
-                if name in table:
-                    return 409, {"message": "%s %s exists" % (kind, name)}
-                r = dict(want, id=str(uuid.uuid4()))
-                table[name] = r
-                answer = dict(r)
-                if kind == "keypairs":
-                    answer["material"] = "-----BEGIN PRIVATE KEY-----\nSECRETKEY-" + uuid.uuid4().hex + "\n-----END PRIVATE KEY-----\n"
-                if key:
-                    answers[key] = (201, answer)
-                return 201, answer
-        return 405, {"message": "method not allowed"}
+            try:
+                want = json.loads(raw) if raw else None
+            except ValueError:
+                return 400, {"message": "the body is not JSON"}
+            if self.command == "PUT":
+                if path not in resources:
+                    return 404, {"message": "%s: not found" % path}
+                resources[path] = dict(want, id=resources[path].get("id"))
+                return 200, resources[path]
+            if self.command != "POST":
+                return 405, {"message": "method not allowed"}
+            if path in echo_paths:
+                return 200, dict(want or {}, found=True)
+            key = self.headers.get("Idempotency-Key")
+            if key and key in answers:
+                return answers[key]
+            if not isinstance(want, dict) or not isinstance(want.get("name"), str):
+                return 400, {"message": "a JSON body with a name is needed"}
+            name = want["name"]
+            if f and f.get("race"):
+                resources[path + "/" + name] = dict(want, id=str(uuid.uuid4()), by="someone else")
+            if path + "/" + name in resources:
+                return 409, {"message": "%s %s exists" % (path, name)}
+            known_collections.add(path.rsplit("/", 1)[-1])
+            r = dict(want, id=str(uuid.uuid4()))
+            if path.endswith("/mcis"):
+                vms = []
+                for vm in want.get("vm", []):
+                    if not addresses:
+                        return 503, {"message": "no address left for VM %s" % vm.get("name")}
+                    vms.append(dict(vm, id=vm.get("name"), publicIP=addresses.pop(0), status="Running"))
+                r["vm"] = vms
+            resources[path + "/" + name] = r
+            answer = dict(r)
+            if path.endswith("keypairs"):
+                answer["material"] = ("-----BEGIN PRIVATE KEY-----\nSECRETKEY-" + uuid.uuid4().hex +
+                                      "\n-----END PRIVATE KEY-----\n")
+            if path.endswith("sshKey") and ssh_key:
+                answer["privateKey"] = ssh_key
+            if key:
+                answers[key] = (201, answer)
+            return 201, answer
 
     do_GET = do_HEAD = do_POST = do_DELETE = do_PUT = do_PATCH = handle_any
 
@@ -151,8 +186,27 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--port", type=int, required=True)
 parser.add_argument("--log", required=True)
 parser.add_argument("--token")
+parser.add_argument("--basic")
 parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
+parser.add_argument("--seed")
+parser.add_argument("--addresses", default="")
+parser.add_argument("--ssh-key")
 args = parser.parse_args()
+
+expected_auth = None
+if args.token:
+    expected_auth = "Bearer " + args.token
+elif args.basic:
+    expected_auth = "Basic " + base64.b64encode(args.basic.encode()).decode()
+known_collections = set()
+if args.seed:
+    with open(args.seed) as f:
+        seed = json.load(f)
+    resources.update(seed.get("resources", {}))
+    echo_paths.update(seed.get("echo", []))
+    known_collections.update(seed.get("collections", []))
+addresses = [a for a in args.addresses.split(",") if a]
+ssh_key = open(args.ssh_key).read() if args.ssh_key else None
 
 server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
 server.daemon_threads = True

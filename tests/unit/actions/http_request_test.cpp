@@ -117,12 +117,18 @@ TEST_CASE("http.request: a POST sends JSON and the call's idempotency key") {
   CHECK(req.method == "POST");
   CHECK(json::parse(req.body) == json::parse(R"({"name":"net","mtu":1450})"));
   CHECK(header(req, "Content-Type") == "application/json");
-  CHECK(header(req, "Idempotency-Key") == "op1/instantiate_end.create/1");
+  // The call's key without its attempt: a retry after a lost answer sends the same one.
+  CHECK(header(req, "Idempotency-Key") == "op1/instantiate_end.create");
+  f.ctx.key = "op1/instantiate_end.create[2]/3";
+  f.run(R"({"method":"POST","url":"http://api.test/v1/networks","json":{}})");
+  CHECK(header(f.net.requests().back(), "Idempotency-Key") == "op1/instantiate_end.create[2]");
+  f.ctx.key = "op1/instantiate_end.create/1";
+  f.net.script.requests.pop_back();
 
   SECTION("under another header's name, or none") {
     f.run(R"({"method":"POST","url":"http://api.test/v1/networks","json":{},
               "idempotency_header":"X-Request-Key"})");
-    CHECK(header(f.net.requests().at(1), "X-Request-Key") == "op1/instantiate_end.create/1");
+    CHECK(header(f.net.requests().at(1), "X-Request-Key") == "op1/instantiate_end.create");
     CHECK(header(f.net.requests().at(1), "Idempotency-Key") == "(none)");
     f.run(R"({"method":"POST","url":"http://api.test/v1/networks","json":{},
               "idempotency_header":""})");
@@ -187,7 +193,7 @@ TEST_CASE("http.request: a JSON answer that is not JSON fails; other bodies are 
   CHECK(bad.message.find("not JSON") != std::string::npos);
   std::string deep(100, '[');
   f.net.script.on("GET", "http://api.test/deep", json_answer(200, deep + std::string(100, ']')));
-  CHECK_FALSE(f.run(R"({"url":"http://api.test/deep"})").ok);
+  CHECK(f.run(R"({"url":"http://api.test/deep"})").error_class == ErrorClass::kFailed);
   f.net.script.on("GET", "http://api.test/text",
                   test::response(200, "hello", {{"content-type", "text/plain"}}));
   auto text = f.run(R"({"url":"http://api.test/text"})");
@@ -319,6 +325,10 @@ TEST_CASE("http.request: bad inputs are refused before anything is sent") {
       R"({"url":"http://api.test/","max_response":0})",
       R"({"url":"http://api.test/","max_response":1000000000})",
       R"({"url":"http://api.test/","idempotency_header":"a b"})",
+      R"({"url":"http://api.test/","idempotency_header":"Content-Length"})",
+      R"({"url":"http://api.test/","idempotency_header":"authorization"})",
+      R"({"method":"GET"})",
+      R"({"url":7})",
       R"({"url":"http://api.test/","probe":{"url":"http://api.test/","cache":true}})",
       R"({"url":"http://api.test/","probe":"yes"})",
   };
@@ -331,6 +341,51 @@ TEST_CASE("http.request: bad inputs are refused before anything is sent") {
     CHECK(o.message.find('\r') == std::string::npos);
   }
   CHECK(f.net.requests().empty());
+}
+
+TEST_CASE("http.request: credentials an answer echoes are never quoted") {
+  Fixture f;
+  f.net.script.on("GET", "http://api.test/",
+                  [](const actions::http::Request& r) -> base::Result<actions::http::Response> {
+                    // A server that quotes the request's Authorization header in its error.
+                    return json_answer(401, R"({"error":"bad header )" +
+                                                header(r, "Authorization") + R"(, try again"})");
+                  });
+  auto bearer =
+      f.run(R"({"url":"http://api.test/a","auth":{"type":"bearer","token":"tok-SECRET-1"}})");
+  CHECK(bearer.error_class == ErrorClass::kInvalid);
+  CHECK(bearer.message.find("tok-SECRET-1") == std::string::npos);
+  CHECK(bearer.message.find("bad header ***") != std::string::npos);
+  auto basic = f.run(R"({"url":"http://api.test/a","auth":{"type":"basic","username":"u",
+                         "password":"pw-SECRET-2"}})");
+  CHECK(basic.message.find("dTpwdy1TRUNSRVQtMg") == std::string::npos);  // base64 of u:pw...
+  CHECK(basic.message.find("pw-SECRET-2") == std::string::npos);
+  f.net.script.on("GET", "https://k8s.test:6443/",
+                  [](const actions::http::Request& r) -> base::Result<actions::http::Response> {
+                    return json_answer(500, R"({"echo":")" + header(r, "Authorization") + R"("})");
+                  });
+  auto vim = f.run(R"({"url":"/x","vim_id":"k8s"})");
+  CHECK(vim.error_class == ErrorClass::kTransient);
+  CHECK(vim.message.find("vim-token-123") == std::string::npos);
+  // A VIM's token in a successful answer does not reach the outputs either (the engine does
+  // not know it, so nothing else would hide it).
+  f.net.script.on("GET", "https://k8s.test:6443/ok",
+                  [](const actions::http::Request& r) -> base::Result<actions::http::Response> {
+                    return json_answer(200,
+                                       R"({"whoami":")" + header(r, "Authorization") + R"("})");
+                  });
+  auto ok = f.run(R"({"url":"/ok","vim_id":"k8s"})");
+  REQUIRE(ok.ok);
+  CHECK(ok.outputs.at("json").at("whoami") == "***");
+  // A package's CA never vouches for the server a VIM's token goes to.
+  auto ca = f.run(R"({"url":"/x","vim_id":"k8s","ca_cert":"-----BEGIN CERTIFICATE-----\nX\n"})");
+  CHECK(ca.error_class == ErrorClass::kInvalid);
+  CHECK(ca.message.find("not both") != std::string::npos);
+  // A URL that is not one is named without its query, terminal-safe.
+  auto url = f.run("{\"url\":\"https://api:84x/?api_key=K\\u001b[2J\"}");
+  CHECK(url.error_class == ErrorClass::kInvalid);
+  CHECK(url.message.find("api_key") == std::string::npos);
+  CHECK(url.message.find('\x1b') == std::string::npos);
 }
 
 TEST_CASE("http.request: the daemon's allowed networks reach the transport") {

@@ -538,6 +538,137 @@ TEST_CASE("state outputs that repeat a multi-line secret are sealed whole") {
 
 namespace {
 
+// An http.request that answers from a table: the item's value (a region) picks the answer.
+class TableHttp : public actions::Action {
+ public:
+  actions::Outcome run(const json::object& in, const actions::Context&) const override {
+    std::string url(in.at("url").as_string());
+    if (url.find("many") != std::string::npos) {
+      json::array items;
+      for (int k = 0; k < 65; ++k)
+        items.push_back(json::object{{"token", "tok-" + std::to_string(k) + "-abcdef"}});
+      return actions::Outcome::success(json::object{{"json", json::object{{"items", items}}}});
+    }
+    std::string region = url.substr(url.rfind('/') + 1);
+    return actions::Outcome::success(
+        json::object{{"status", 201},
+                     {"json", json::object{{"name", "key-" + region},
+                                           {"pin", region == "r1" ? 987654321 : 918273645},
+                                           {"short", "ab"},
+                                           {"material", "-----BEGIN KEY-----\nMAT-" + region +
+                                                            "-Z8Q\n-----END KEY-----\n"}}},
+                     {"probed", false}});
+  }
+};
+
+fs::path http_package(const TempDir& dir) {
+  fs::path pkg = two_exec_package(dir);
+  std::ofstream(pkg / "Workflows" / "instantiate_end.yaml") << R"(description: secrets in answers
+start: keys
+states:
+  keys:
+    action: http.request
+    for_each: ${['r1', 'r2']}
+    as: region
+    with:
+      method: POST
+      url: http://api.test/keys/${region}
+      secret_fields: [json.pin, json.short, json.material]
+    timeout: 10s
+    next: use
+  use:
+    action: local.exec
+    with:
+      shell: echo "$K"
+      env: {K: "${states.keys[0].json.material}"}
+    timeout: 10s
+    next: many
+  many:
+    action: http.request
+    with:
+      url: ${default(request.additionalParams.many_url, 'http://api.test/few/r1')}
+      secret_fields: ["json.items[*].token"]
+    timeout: 10s
+    next: done
+  done:
+    succeed: true
+)";
+  return pkg;
+}
+
+}  // namespace
+
+TEST_CASE("secret_fields: the values at those paths masked in the history, sealed at rest") {
+  TempDir pkgdir;
+  Fixture f(http_package(pkgdir).string());
+  auto run = [&] {
+    actions::Registry r = actions::Registry::standard();
+    r.add("local.exec", std::make_shared<RecordingExec>(f.calls, "echoed"));
+    r.add("http.request", std::make_shared<TableHttp>());
+    engine::EngineOptions o;
+    o.workers = 2;
+    o.work_root = (f.dir.path / "wd").string();
+    o.poll = std::chrono::milliseconds(5);
+    engine::Engine e(*f.store, std::move(r), o);
+    e.run_until_idle();
+  };
+  auto op = f.request("instantiate", f.instantiate_request());
+  REQUIRE(op.ok());
+  run();
+  REQUIRE(f.state(op.value().id) == OpState::kCompleted);
+  auto h = f.store->history(op.value().id);
+  REQUIRE(h.ok());
+  int masked = 0;
+  std::string all;
+  for (const auto& e : h.value()) {
+    all += json::serialize(e.data) + "\n";
+    if (e.kind == "succeeded" && e.state == "instantiate_end.keys") {
+      const auto& j = e.data.at("json");
+      CHECK(j.at("pin") == "***");    // a number, masked by its path
+      CHECK(j.at("short") == "***");  // a string too short to scrub elsewhere
+      CHECK(j.at("material") == "***");
+      CHECK(j.at("name").as_string().starts_with("key-r"));  // the rest stays visible
+      ++masked;
+    }
+  }
+  CHECK(masked == 2);
+  for (const char* s : {"MAT-r1-Z8Q", "MAT-r2-Z8Q", "987654321", "918273645"})
+    CHECK(all.find(s) == std::string::npos);
+  // The next state read the value itself; its dispatch shows ***.
+  bool used = false;
+  for (const auto& [key, in] : f.calls->seen)
+    used = used || (in.contains("env") &&
+                    in.at("env").at("K").as_string().find("MAT-r1-Z8Q") != std::string::npos);
+  CHECK(used);
+  std::string rest = vnflow_test::at_rest(f.tdb);
+  for (const char* s : {"MAT-r1-Z8Q", "MAT-r2-Z8Q", "987654321", "918273645"})
+    CHECK(rest.find(s) == std::string::npos);
+  auto outs = f.store->outputs(op.value().id);
+  REQUIRE(outs.ok());
+  CHECK(outs.value().at("instantiate_end.keys").at(1).at("json").at("pin") == 918273645);
+}
+
+TEST_CASE("secret_fields: an answer with too many secrets fails the state as invalid") {
+  TempDir pkgdir;
+  Fixture f(http_package(pkgdir).string());
+  auto op =
+      f.request("instantiate", f.instantiate_request(R"(, "many_url": "http://api.test/many")"));
+  REQUIRE(op.ok());
+  actions::Registry r = actions::Registry::standard();
+  r.add("local.exec", std::make_shared<RecordingExec>(f.calls));
+  r.add("http.request", std::make_shared<TableHttp>());
+  engine::EngineOptions o;
+  o.work_root = (f.dir.path / "wd").string();
+  o.poll = std::chrono::milliseconds(5);
+  engine::Engine(*f.store, std::move(r), o).run_until_idle();
+  REQUIRE(f.state(op.value().id) == OpState::kFailedTemp);
+  std::string err = json::serialize(f.store->get_op(op.value().id).value().error);
+  CHECK(err.find("secret_fields found 65 values") != std::string::npos);
+  CHECK(err.find("tok-1-abcdef") == std::string::npos);
+}
+
+namespace {
+
 // Turns the current schema's events table back into schema 6's.
 void to_schema6_events(const std::string& db) {
   sql(db, std::string(vnflow_test::kSqliteEventsToSchema6) +
