@@ -184,6 +184,8 @@ class Replayer {
     }
     if (e.kind == "succeeded" || e.kind == "compensated") {
       out = actions::Outcome::success(outputs_of(e));
+      if (idx >= 0)
+        out.pin_host_keys = pinned_by(r_.c.items[static_cast<size_t>(idx)].inputs, out.outputs);
     } else {
       // A class this build does not know replays as "failed", as the live run took it.
       out = actions::Outcome::failure(
@@ -191,6 +193,32 @@ class Replayer {
           text_of(e.data, "message"));
     }
     return true;
+  }
+
+  // What a live SSH call pinned in the instance record, which the history does not record:
+  // trusting on first use (neither known_hosts nor host_key given), it pinned the key it
+  // saw (its output host_key) for host:port unless that key was pinned already; pinning it
+  // again here changes nothing then. A key the history shows as *** is not known here.
+  static json::object pinned_by(const json::value& inputs, const json::value& outputs) {
+    json::object pins;
+    const json::object* in = inputs.if_object();
+    const json::object* o = outputs.if_object();
+    if (in == nullptr || o == nullptr)
+      return pins;
+    const json::value* key = o->if_contains("host_key");
+    const json::value* host = in->if_contains("host");
+    if (key == nullptr || !key->is_string() || key->get_string().empty() ||
+        key->get_string().starts_with("***") || host == nullptr || !host->is_string())
+      return pins;
+    for (const char* given : {"known_hosts", "host_key"}) {
+      const json::value* g = in->if_contains(given);
+      if (g != nullptr && g->is_string() && !g->get_string().empty())
+        return pins;
+    }
+    const json::value* port = in->if_contains("port");
+    int64_t p = port != nullptr && port->is_int64() ? port->get_int64() : 22;
+    pins[std::string(host->get_string()) + ":" + std::to_string(p)] = *key;
+    return pins;
   }
 
   // The outputs a recorded success carried: as recorded, or, where the history shows only

@@ -16,8 +16,8 @@
 #   PUT    COLLECTION/NAME    200, the resource replaced
 # Kinds with a secret in their answer (kept only in the answer, a field name no secret-name
 # rule would guess): a collection ending in "keypairs" answers "material" (a PEM key made
-# up); one ending in "sshKey" answers "privateKey", the key of --ssh-key (a real one, so
-# that the VMs it reaches take it). A collection ending in "mcis" gives each VM of the
+# up); one ending in "sshKey" keeps "privateKey", the key of --ssh-key (a real one, so that
+# the VMs it reaches take it), and answers it to every GET, as Tumblebug does. A collection ending in "mcis" gives each VM of the
 # body's "vm" list the next address of --addresses as "publicIP" (the test's VMs).
 # --seed: a JSON file {"resources": {PATH: resource}, "echo": [PATH], "collections": [NAME]}:
 # resources there before the test starts, paths where a POST answers 200 with its body (a
@@ -168,13 +168,13 @@ class Handler(BaseHTTPRequestHandler):
                         return 503, {"message": "no address left for VM %s" % vm.get("name")}
                     vms.append(dict(vm, id=vm.get("name"), publicIP=addresses.pop(0), status="Running"))
                 r["vm"] = vms
+            if path.endswith("sshKey") and ssh_key:
+                r["privateKey"] = ssh_key  # Tumblebug keeps it: a GET of the key answers it too
             resources[path + "/" + name] = r
             answer = dict(r)
             if path.endswith("keypairs"):
                 answer["material"] = ("-----BEGIN PRIVATE KEY-----\nSECRETKEY-" + uuid.uuid4().hex +
                                       "\n-----END PRIVATE KEY-----\n")
-            if path.endswith("sshKey") and ssh_key:
-                answer["privateKey"] = ssh_key
             if key:
                 answers[key] = (201, answer)
             return 201, answer

@@ -467,11 +467,11 @@ struct Sig {
   }
 };
 constexpr Sig kSigs[] = {
-    {"default", 2, 2}, {"len", 1, 1},        {"contains", 2, 3}, {"merge", 2, 2}, {"string", 1, 1},
-    {"int", 1, 1},     {"json", 1, 1},       {"join", 2, 2},     {"keys", 1, 1},  {"trim", 1, 1},
-    {"find", 3, 3},    {"shellquote", 1, 1}, {"pathsafe", 1, 1}, {"range", 1, 2}, {"slice", 2, 3},
-    {"concat", 2, 8},  {"distinct", 1, 1},   {"sort", 1, 1},     {"first", 1, 1}, {"last", 1, 1},
-    {"map", 3, 3},     {"filter", 3, 3},     {"if", 3, 3}};
+    {"default", 2, 2}, {"len", 1, 1},        {"contains", 2, 3}, {"merge", 2, 2},  {"string", 1, 1},
+    {"int", 1, 1},     {"json", 1, 1},       {"join", 2, 2},     {"keys", 1, 1},   {"trim", 1, 1},
+    {"find", 3, 3},    {"shellquote", 1, 1}, {"pathsafe", 1, 1}, {"range", 1, 2},  {"slice", 2, 3},
+    {"concat", 2, 8},  {"distinct", 1, 1},   {"sort", 1, 1},     {"first", 1, 1},  {"last", 1, 1},
+    {"map", 3, 3},     {"filter", 3, 3},     {"if", 3, 3},       {"flatten", 1, 1}};
 
 // The most elements range() and concat() make: a list is a fan-out's items or a
 // command's arguments, not a data set.
@@ -826,13 +826,21 @@ R eval_call_body(const Expr& e, const Scope& s) {
       out.push_back(a[static_cast<size_t>(i)]);
     return json::value(std::move(out));
   }
-  if (f == "concat") {
+  if (f == "flatten" || f == "concat") {
+    // concat(l1, l2, ...): the lists one after the other; flatten(list): the lists in one
+    // list (one level: flatten(map(sets, s, map(range(s.count), ...)))).
+    if (f == "flatten" && !args[0].is_array())
+      return type_error(e, "flatten() needs a list of lists, not " + kind_name(args[0]));
+    const json::array& lists =
+        f == "flatten" ? args[0].get_array() : json::array(args.begin(), args.end());
     json::array out;
-    for (const auto& a : args) {
+    for (const auto& a : lists) {
       if (!a.is_array())
-        return type_error(e, "concat() needs lists, not " + kind_name(a));
+        return type_error(e, f == "flatten"
+                                 ? "flatten() needs a list of lists; an item is " + kind_name(a)
+                                 : "concat() needs lists, not " + kind_name(a));
       if (static_cast<int64_t>(out.size() + a.get_array().size()) > kMaxListItems)
-        return type_error(e, "concat() of more than " + std::to_string(kMaxListItems) + " items");
+        return type_error(e, f + "() of more than " + std::to_string(kMaxListItems) + " items");
       out.insert(out.end(), a.get_array().begin(), a.get_array().end());
     }
     return json::value(std::move(out));
@@ -1476,6 +1484,17 @@ class Checker {
     if (f == "first" || f == "last") {
       list_arg(0);
       return args[0]->kind == K::kList && args[0]->elem ? args[0]->elem : prim(K::kAny);
+    }
+    if (f == "flatten") {
+      list_arg(0);
+      if (args[0]->kind == K::kList && args[0]->elem) {
+        const Type& inner = *args[0]->elem;
+        if (inner.kind == K::kList)
+          return make_type(K::kList, inner.elem ? inner.elem : prim(K::kAny));
+        if (inner.kind != K::kAny)
+          error(*e.kids[0], "W0013", "flatten() needs a list of lists, not " + to_string(*args[0]));
+      }
+      return make_type(K::kList, prim(K::kAny));
     }
     if (f == "find") {
       list_arg(0);

@@ -817,6 +817,15 @@ TEST_CASE("map literals: keys and values, typed, checked and bounded like lists"
              req) == json::parse(R"([{"name": "c-0", "connectionName": "aws"},
                                       {"name": "c-1", "connectionName": "aws"}])"));
   CHECK(eval("{a: 1, b: 'x'}.b", req) == "x");
+  // flatten: a node per count of every set, numbered within its set.
+  CHECK(eval("flatten(map(request.sets, s, map(range(s.count), i, s.conn + '-' + string(i))))",
+             req) == json::parse(R"(["aws-0", "aws-1", "gcp-0"])"));
+  CHECK(eval("flatten([[], [1], [[2]]])", req) == json::parse("[1, [2]]"));  // one level
+  CHECK_FALSE(try_eval("flatten([1, [2]])", req).ok());
+  CHECK(type_errors("flatten([1, 2])") ==
+        std::vector<std::string>{"W0013 flatten() needs a list of lists, not list(integer)"});
+  CHECK(type_errors("flatten('x')").size() == 1);
+  CHECK(type_errors("len(flatten([[1], [2]])[0] + 1)").size() == 1);  // an integer has no len
   // Its keys are known to the type checker.
   CHECK(type_errors("{connection: 'a'}.conection").size() == 1);
   CHECK(type_errors("{connection: 'a'}.conection")[0].find("did you mean \"connection\"") !=
