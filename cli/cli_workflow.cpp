@@ -22,7 +22,7 @@ const std::vector<CommandSpec>& workflow_commands() {
        "\n"
        "  --op OP         instantiate, terminate, heal, scale, change_ext_conn, modify_info\n"
        "  --flavour ID    the deployment flavour (default: the first)\n"
-       "  --format FMT    text (default), dot, mermaid, seqdiag or json\n",
+       "  --format FMT    text (default), dot, mermaid, seqdiag, plantuml or json\n",
        {"--op", "--flavour", "--flavor", "--format"},
        {},
        1,
@@ -50,8 +50,9 @@ std::string rendered(const workflows::Machine& m, workflows::Format format) {
 
 }  // namespace
 
-// vnflow workflow show PATH [--flavour ID] --op OP [--format text|dot|mermaid|seqdiag|json]
-// vnflow workflow check PATH [--flavour ID]      (every operation)
+// vnflow workflow show PATH [--flavour ID] --op OP [--format
+// text|dot|mermaid|seqdiag|plantuml|json] vnflow workflow check PATH [--flavour ID]      (every
+// operation)
 int cmd_workflow(const std::vector<std::string>& argv) {
   int status = 2;
   const CommandSpec* spec = find_subcommand(argv, workflow_commands(), status);
@@ -69,7 +70,7 @@ int cmd_workflow(const std::vector<std::string>& argv) {
     auto f = workflows::parse_format(o.kv.at("--format"));
     if (!f)
       return usage_error(*spec, "unknown format \"" + o.kv.at("--format") +
-                                    "\" (text, dot, mermaid, seqdiag, json)");
+                                    "\" (text, dot, mermaid, seqdiag, plantuml, json)");
     format = *f;
   }
   if (!check && op.empty())

@@ -17,7 +17,7 @@ _vnflow() {
     --work-dir)
       COMPREPLY=($(compgen -d -- "$cur")); compopt -o filenames 2>/dev/null; return ;;
     --format)
-      COMPREPLY=($(compgen -W "text dot mermaid seqdiag json" -- "$cur")); return ;;
+      COMPREPLY=($(compgen -W "text dot mermaid seqdiag plantuml json" -- "$cur")); return ;;
     --op)
       COMPREPLY=($(compgen -W "instantiate terminate heal scale change_ext_conn modify_info" \
         -- "$cur")); return ;;

@@ -16,6 +16,8 @@ packages=(
   curl python3-jsonschema python3-openstackclient python3-tackerclient
   # tests/service: the JSON log read with jq (Prometheus: tools/prometheus/start.sh)
   jq
+  # tests/cli/plantuml_test.sh and tools/docs-diagrams.sh: the diagrams read by PlantUML
+  plantuml
 )
 for flag in "$@"; do
   case $flag in

@@ -273,7 +273,7 @@ std::string action_text(const ActionSpec& a);
 json::value action_json(const ActionSpec& a);
 std::string action_reference_markdown(const ActionCatalog& c);
 
-enum class Format { kText, kDot, kMermaid, kSeqdiag, kJson };
+enum class Format { kText, kDot, kMermaid, kSeqdiag, kPlantuml, kJson };
 std::optional<Format> parse_format(std::string_view s);
 std::string render(const Machine& m, Format f);
 

@@ -227,4 +227,13 @@ check_exit "action list --markdown" 0 "$vnflow" action list --markdown
 check "docs/actions.md is what vnflow action list --markdown prints (regenerate it)" \
   cmp -s $out "$root/docs/actions.md"
 
+# The seeds' diagram form: docs/diagrams/ holds one operation's PlantUML as vnflow prints it.
+check_exit "workflow show --format plantuml" 0 "$vnflow" workflow show "$root/csar-samples/ladybug-cluster" \
+  --op instantiate --format plantuml
+check "docs/diagrams/ladybug-cluster-instantiate.puml is what it prints (tools/docs-diagrams.sh)" \
+  cmp -s $out "$root/docs/diagrams/ladybug-cluster-instantiate.puml"
+has "... a sequence diagram with the REST API the package calls" $out -e '^participant "tumblebug"'
+has "... and its VMs" $out -e '^participant "VMs"'
+hasnt "... and without the Heat steps a flavour without a stack never takes" $out -e 'Heat'
+
 t_finish

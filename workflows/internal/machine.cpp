@@ -1,9 +1,10 @@
-// Machine <-> JSON, and the renderers (text, dot, mermaid, seqdiag).
+// Machine <-> JSON, and the renderers (text, dot, mermaid, seqdiag; PlantUML: plantuml.cpp).
 #include <sstream>
 
 #include <boost/json.hpp>
 
 #include "workflows/internal/expr.h"
+#include "workflows/internal/render.h"
 #include "workflows/workflows.h"
 
 namespace workflows {
@@ -81,7 +82,9 @@ std::string one_line(std::string s) {
   return s;
 }
 
-std::string participant(const State& s) {
+}  // namespace
+
+std::string participant_of(const State& s) {
   if (s.kind != StateKind::kAction)
     return "vnflow";
   const ActionSpec* spec = ActionCatalog::builtin().find(s.action);
@@ -93,8 +96,6 @@ std::string participant(const State& s) {
     return "VIM registry";
   return spec->participant;
 }
-
-}  // namespace
 
 json::value Machine::to_json() const {
   json::array sts;
@@ -281,6 +282,8 @@ std::optional<Format> parse_format(std::string_view s) {
     return Format::kMermaid;
   if (s == "seqdiag")
     return Format::kSeqdiag;
+  if (s == "plantuml")
+    return Format::kPlantuml;
   if (s == "json")
     return Format::kJson;
   return std::nullopt;
@@ -429,13 +432,16 @@ std::string render(const Machine& m, Format f) {
       }
       break;
     }
+    case Format::kPlantuml:
+      o << render_plantuml(m);
+      break;
     case Format::kSeqdiag: {
       // In the form of the seeds' diagrams: the client's request, then each state as a
       // call from vnflow to the participant its action talks to, in the order of the main
       // path (choices shown as notes).
       std::vector<std::string> parts = {"Client", "vnflow"};
       for (const auto& s : m.states) {
-        std::string p = participant(s);
+        std::string p = participant_of(s);
         if (p != "vnflow" && std::find(parts.begin(), parts.end(), p) == parts.end())
           parts.push_back(p);
       }
@@ -458,7 +464,7 @@ std::string render(const Machine& m, Format f) {
       }
       for (int i : order) {
         const State& s = m.states[static_cast<size_t>(i)];
-        std::string p = participant(s);
+        std::string p = participant_of(s);
         std::string label = s.name;
         if (!s.description.empty())
           label += ": " + s.description;
