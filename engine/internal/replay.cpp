@@ -198,7 +198,7 @@ class Replayer {
   // What a live SSH call pinned in the instance record, which the history does not record:
   // trusting on first use (neither known_hosts nor host_key given), it pinned the key it
   // saw (its output host_key) for host:port unless that key was pinned already; pinning it
-  // again here changes nothing then. A key the history shows as *** is not known here.
+  // again here changes nothing then.
   static json::object pinned_by(const json::value& inputs, const json::value& outputs) {
     json::object pins;
     const json::object* in = inputs.if_object();
@@ -207,8 +207,16 @@ class Replayer {
       return pins;
     const json::value* key = o->if_contains("host_key");
     const json::value* host = in->if_contains("host");
-    if (key == nullptr || !key->is_string() || key->get_string().empty() ||
-        key->get_string().starts_with("***") || host == nullptr || !host->is_string())
+    // Only a whole fingerprint: one the history shows scrubbed in part ("SHA256:ab***cd",
+    // a learned secret inside it) is not the key the live call pinned.
+    auto fingerprint = [](std::string_view f) {
+      return f.starts_with("SHA256:") && f.size() > 7 &&
+             f.find_first_not_of(
+                 "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=", 7) ==
+                 std::string_view::npos;
+    };
+    if (key == nullptr || !key->is_string() || !fingerprint(key->get_string()) || host == nullptr ||
+        !host->is_string())
       return pins;
     for (const char* given : {"known_hosts", "host_key"}) {
       const json::value* g = in->if_contains(given);

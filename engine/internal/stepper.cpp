@@ -97,6 +97,36 @@ void values_at(V& v, std::string_view path, std::vector<V*>& out) {
 // a server, which may hold anything, must not make every later event's scrub a long one).
 constexpr size_t kMaxSecretValues = 64;
 constexpr size_t kMaxSecretBytes = 64 * 1024;
+constexpr size_t kMaxSecretPaths = 16;
+// The secrets one operation learns (each later event is scrubbed against all of them).
+constexpr size_t kMaxRunSecrets = 1024;
+
+// The bytes of `v`'s strings and numbers, counted up to `limit` (then limit + 1): a large
+// answer is not walked to its end.
+size_t bounded_size(const json::value& v, size_t limit) {
+  if (v.is_string())
+    return std::min(v.get_string().size(), limit + 1);
+  if (v.is_array() || v.is_object()) {
+    size_t n = 2;
+    auto add = [&](const json::value& x) { n += bounded_size(x, limit - std::min(n, limit)); };
+    if (v.is_array()) {
+      for (const auto& x : v.get_array()) {
+        add(x);
+        if (n > limit)
+          return limit + 1;
+      }
+    } else {
+      for (const auto& kv : v.get_object()) {
+        n += kv.key().size();
+        add(kv.value());
+        if (n > limit)
+          return limit + 1;
+      }
+    }
+    return n;
+  }
+  return 8;
+}
 
 std::vector<std::string> string_list_input(const json::value& inputs, std::string_view name) {
   std::vector<std::string> out;
@@ -696,34 +726,43 @@ void Stepper::finish_item(Run& r, const State& s, int i, const actions::Outcome&
   // them, so that later events and messages that repeat them show *** too.
   json::value shown;
   if (out.ok && !secret_paths.empty()) {
+    auto refuse = [&](const std::string& why) {
+      finish_item(r, s, i, actions::Outcome::failure(base::ErrorClass::kInvalid, why));
+    };
+    if (secret_paths.size() > kMaxSecretPaths)
+      return refuse("secret_fields names " + std::to_string(secret_paths.size()) +
+                    " paths; at most " + std::to_string(kMaxSecretPaths));
     std::vector<const json::value*> found;
-    for (const auto& p : secret_paths)
+    for (const auto& p : secret_paths) {
       values_at(out.outputs, p, found);
-    size_t bytes = 0;
-    for (const json::value* v : found)
-      bytes += json::serialize(*v).size();
-    if (found.size() > kMaxSecretValues || bytes > kMaxSecretBytes) {
-      finish_item(r, s, i,
-                  actions::Outcome::failure(
-                      base::ErrorClass::kInvalid,
-                      "secret_fields found " + std::to_string(found.size()) + " values of " +
-                          std::to_string(bytes) + " bytes in the answer; at most " +
-                          std::to_string(kMaxSecretValues) + " values and " +
-                          std::to_string(kMaxSecretBytes) + " bytes are kept secret"));
-      return;
+      if (found.size() > kMaxSecretValues)
+        break;
     }
+    size_t bytes = 0;
+    for (size_t k = 0; k < found.size() && bytes <= kMaxSecretBytes; ++k)
+      bytes += bounded_size(*found[k], kMaxSecretBytes);
+    if (found.size() > kMaxSecretValues || bytes > kMaxSecretBytes)
+      return refuse("secret_fields found more than " + std::to_string(kMaxSecretValues) +
+                    " values or " + std::to_string(kMaxSecretBytes) +
+                    " bytes in the answer (at most that is kept secret)");
+    if (r.secrets.size() + found.size() > kMaxRunSecrets)
+      return refuse("secret_fields: the operation holds " + std::to_string(r.secrets.size()) +
+                    " secrets already; at most " + std::to_string(kMaxRunSecrets));
     r.learn_paths(out.outputs, secret_paths);
     auto& known = r.c.secret_paths[s.name];
     for (const auto& p : secret_paths)
       if (std::find(known.begin(), known.end(), p) == known.end())
         known.push_back(p);
     r.c.seal_body = true;
+    // Path by path: a path may lead into what an earlier one masked ("json", then
+    // "json.key"), so each is looked up in the tree as the earlier ones left it.
     shown = out.outputs;
-    std::vector<json::value*> masked;
-    for (const auto& p : secret_paths)
+    for (const auto& p : secret_paths) {
+      std::vector<json::value*> masked;
       values_at(shown, p, masked);
-    for (json::value* v : masked)
-      *v = "***";
+      for (json::value* v : masked)
+        *v = "***";
+    }
   }
   if (out.ok && !out.pin_host_keys.empty()) {
     // Host keys seen on first use are pinned with the result that saw them.

@@ -25,6 +25,39 @@ for pkg in "$root"/csar-samples/*/; do
 done
 check "$n diagrams (every operation of every sample) pass plantuml -checkonly" \
   plantuml -checkonly "$T_DIR"/d/*.puml
+# A package's text is shown, never obeyed: no %function expanded, no <img:FILE> embedded
+# (a reader's own file), no [[link]]. And a choice a request decides is drawn with its
+# branches, even when it evaluates without one (default(request..., false)).
+pkg=$T_DIR/pkg
+cp -r "$root/csar-samples/local-demo" "$pkg"
+printf '@startuml\na -> b\n@enduml\n' >"$T_DIR/x.puml"
+(cd "$T_DIR" && plantuml -tpng x.puml) || die "plantuml could not make a PNG"
+cat >"$pkg/Workflows/instantiate_end.yaml" <<EOF2
+description: hostile text
+start: fast
+states:
+  fast:
+    choice:
+      - when: \${default(request.additionalParams.fast, false)}
+        next: done
+    default: step
+  step:
+    description: 'see <img:$T_DIR/x.png> %getenv("HOME") [[http://127.0.0.1:9/x]] "q"'
+    action: local.exec
+    with:
+      shell: "true"
+    timeout: 10s
+    next: done
+  done:
+    succeed: true
+EOF2
+t_demo_manifest "$root" "$pkg"
+check "a package with hostile text renders" bash -c "'$v' workflow show '$pkg' --op instantiate --format plantuml >'$T_DIR/h.puml'"
+check "... PlantUML draws it" bash -c "cd '$T_DIR' && plantuml -tsvg h.puml"
+hasnt "... no file embedded (a PNG of the reader's)" "$T_DIR/h.svg" -e '<image'
+has "... no %function expanded: the text shown as written" "$T_DIR/h.svg" -F 'getenv('
+hasnt "... no link" "$T_DIR/h.svg" -e '<a '
+has "a choice the request decides keeps its branches (alt)" "$T_DIR/h.puml" -e '^alt default(request.additionalParams.fast, false)'
 printf '@startuml\nvnflow -> client : x\nnot a plantuml line\n@enduml\n' >"$T_DIR/broken.puml"
 check_not "... which refuses a broken one" plantuml -checkonly "$T_DIR/broken.puml"
 t_finish

@@ -190,7 +190,9 @@ check "the instance records the cluster: provisioned, its endpoint, its 4 nodes"
 
 "$v" op history "$o1" --json >"$work/hist.json"
 "$v" op show "$o1" --json >"$work/show.json"
-key_line=$(sed -n 2p "$VNFLOW_VMS_DIR/client/id_ed25519")
+# Line 3 of the key: its material (line 2 starts with the format's constant header).
+key_line=$(sed -n 3p "$VNFLOW_VMS_DIR/client/id_ed25519")
+check "the views were read" test -s "$work/hist.json" -a -s "$work/show.json" -a -s "$work/instance.json" -a ${#key_line} -gt 20
 token=$(on_vm lbcp1 cat /var/lib/ladybug-standin/token)
 for f in hist.json show.json daemon.log instance.json; do
   check "$f holds no secret (Tumblebug's password, the SSH key, the join token)" \
@@ -226,6 +228,9 @@ check "... and nothing of the AWS region, which cb-cluster uses" \
 check "the resources of cb-cluster are all still there" \
   bash -c "for r in vNet/config-aws-ap-vpc securityGroup/config-aws-ap-sg sshKey/config-aws-ap-sshkey image/config-aws-ap-image; do
     [[ \$(curl -s -o /dev/null -w '%{http_code}' -u 'default:$tb_pass' '$url/ns/ns01/resources/'\$r) == 200 ]] || exit 1; done"
+"$v" op history "$o2" --json >"$work/hist2.json"
+check "the failed cluster's history (its probe found the AWS key, with its private part) holds no secret" \
+  bash -c "test -s '$work/hist2.json' && ! grep -qF -e '$tb_pass' -e '$key_line' '$work/hist2.json'"
 check "the instance's phase was undone" \
   test "$("$v" instance show "$i2" --json | jq -r '.metadata.phase // "none"')" = none
 

@@ -99,12 +99,18 @@ vm_pids() {
   host_net=$(readlink /proc/$$/ns/net)
   [[ $mnt != "$host_mnt" && $mnt != "$(readlink /proc/self/ns/mnt)" ]] || mnt=
   [[ $net != "$host_net" && $net != "$(readlink /proc/self/ns/net)" ]] || net=
+  # A VM's processes are in both its mount and its network namespace. Once the VM's
+  # namespaces are gone (kill_all's later rounds), the kernel may give their inode numbers
+  # to new namespaces: a hook's sandbox (a mount namespace of its own, the host's network)
+  # must not be taken for the VM. So with both recorded, only processes in both count.
+  local by_mnt by_net
+  by_mnt=$([[ -z $mnt ]] || find /proc/[0-9]*/ns/mnt -maxdepth 0 -printf '%p %l\n' 2>/dev/null | awk -v m="$mnt" '$2 == m {split($1, a, "/"); print a[3]}' | sort -u)
+  by_net=$([[ -z $net ]] || find /proc/[0-9]*/ns/net -maxdepth 0 -printf '%p %l\n' 2>/dev/null | awk -v n="$net" '$2 == n {split($1, a, "/"); print a[3]}' | sort -u)
   {
-    if [[ -n $mnt ]]; then
-      find /proc/[0-9]*/ns/mnt -maxdepth 0 -printf '%p %l\n' 2>/dev/null | awk -v m="$mnt" '$2 == m {split($1, a, "/"); print a[3]}'
-    fi
-    if [[ -n $net ]]; then
-      find /proc/[0-9]*/ns/net -maxdepth 0 -printf '%p %l\n' 2>/dev/null | awk -v n="$net" '$2 == n {split($1, a, "/"); print a[3]}'
+    if [[ -n $mnt && -n $net ]]; then
+      comm -12 <(printf '%s\n' "$by_mnt") <(printf '%s\n' "$by_net") | grep -v '^$' || true
+    else
+      printf '%s\n' "$by_mnt" "$by_net" | grep -v '^$' || true
     fi
     # namespace files lost (crash between steps): whatever ip finds in the netns
     if [[ -z $net ]] && netns_exists "$(netns_of "$1")"; then

@@ -16,6 +16,9 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // Lexer
 
+// The keys one map literal may have (a map is a request body's object, not a data set).
+constexpr size_t kMaxMapKeys = 1000;
+
 enum class Tok { kEnd, kNumber, kString, kIdent, kPunct, kError };
 
 struct Token {
@@ -407,6 +410,7 @@ class Parser {
           // {key: value, 'other key': value}: kids are key (a string literal), value, ...
           advance();
           e->op = Expr::Op::kMap;
+          std::set<std::string> keys;
           if (!is("}")) {
             for (;;) {
               if (tok_.kind != Tok::kIdent && tok_.kind != Tok::kString)
@@ -415,10 +419,10 @@ class Parser {
               key->op = Expr::Op::kLiteral;
               key->value = tok_.text;
               key->offset = tok_.offset;
-              for (size_t k = 0; k < e->kids.size(); k += 2) {
-                if (e->kids[k]->value.get_string() == tok_.text)
-                  return fail("the map has the key \"" + tok_.text + "\" twice");
-              }
+              if (!keys.insert(tok_.text).second)
+                return fail("the map has the key \"" + tok_.text + "\" twice");
+              if (keys.size() > kMaxMapKeys)
+                return fail("a map literal has at most " + std::to_string(kMaxMapKeys) + " keys");
               advance();
               if (!expect(":"))
                 return nullptr;
@@ -1083,11 +1087,15 @@ R eval(const Expr& e, const Scope& s) {
       return json::value(std::move(out));
     }
     case Expr::Op::kMap: {
+      // What a literal holds counts against the budget: {a: states.big, b: states.big, ...}
+      // copies the value once per key.
       json::object out;
       for (size_t k = 0; k + 1 < e.kids.size(); k += 2) {
         R v = eval(*e.kids[k + 1], s);
         if (!v.ok())
           return v;
+        if (!EvalBudget::charge(EvalBudget::size_of(v.value())))
+          return over_budget(e);
         out[e.kids[k]->value.get_string()] = std::move(v).value();
       }
       return json::value(std::move(out));

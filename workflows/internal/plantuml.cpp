@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "workflows/internal/expr.h"
 #include "workflows/internal/render.h"
 #include "workflows/workflows.h"
 
@@ -19,15 +20,35 @@ namespace workflows {
 
 namespace {
 
-// PlantUML text is line-based: a label is one line; nothing in it starts another command.
+// A package's text (names, descriptions, expressions) in a diagram: one line (PlantUML is
+// line-based: nothing in it starts another command), at most 160 bytes (cut on a character
+// boundary), and inert. PlantUML expands %functions anywhere in a line (%getenv("HOME"),
+// %load_json), embeds <img:FILE-or-URL> (a reader's local file, or a fetch), and links
+// [[URL]]: those characters are written as entities, which it shows as they are. A '"'
+// would end a quoted participant name: it becomes '.
 std::string label(std::string s) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r' || c == '\t')
-      c = ' ';
+  if (s.size() > 160) {
+    size_t cut = 157;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)
+      --cut;
+    s = s.substr(0, cut) + "...";
   }
-  if (s.size() > 160)
-    s = s.substr(0, 157) + "...";
-  return s;
+  std::string out;
+  for (char c : s) {
+    if (c == '\n' || c == '\r' || c == '\t')
+      out += ' ';
+    else if (c == '%')
+      out += "&#37;";
+    else if (c == '<')
+      out += "&#60;";
+    else if (c == '[')
+      out += "&#91;";
+    else if (c == '"')
+      out += '\'';
+    else
+      out += c;
+  }
+  return out;
 }
 
 // The REST API an http.request calls, named for the reader: a literal URL's host, or the
@@ -93,14 +114,29 @@ std::string retry_text(const RetryPolicy& r) {
   return "up to " + std::to_string(r.attempts) + " tries on " + on;
 }
 
-// Where a choice goes for every operation of this flavour: its conditions evaluated with the
-// VNFD alone (the machine pins the VNFD's facts). -1 when a condition reads anything else
-// (the request, the instance, a state's outputs): then every branch may be taken.
+// True when `e` reads nothing but the VNFD: its names are `vnfd` alone (no request, instance,
+// outputs, nor a map()/filter() element, which stand for what they range over).
+bool reads_only_vnfd(const Expr& e) {
+  if (e.op == Expr::Op::kRoot)
+    return e.name == "vnfd";
+  if (e.op == Expr::Op::kCall && (e.name == "map" || e.name == "filter"))
+    return false;
+  for (const auto& k : e.kids) {
+    if (!reads_only_vnfd(*k))
+      return false;
+  }
+  return true;
+}
+
+// Where a choice goes for every operation of this flavour: its conditions, when they read
+// only the VNFD (the machine pins its facts), evaluated. -1 when one reads anything else
+// (default(request.x, false) evaluates without a request, yet a request decides it): then
+// every branch may be taken.
 int taken(const Machine& m, const State& s) {
   Scope sc;
   sc.vnfd = &m.vnfd;
   for (const auto& c : s.choices) {
-    if (!c.expr)
+    if (!c.expr || !reads_only_vnfd(*c.expr))
       return -1;
     auto v = evaluate(*c.expr, sc);
     if (!v.ok() || !v.value().is_bool())

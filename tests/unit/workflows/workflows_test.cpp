@@ -856,6 +856,18 @@ TEST_CASE("map literals: keys and values, typed, checked and bounded like lists"
   std::string code;
   CHECK(workflows::Expr::parse(deep, &err, &at, &code) == nullptr);
   CHECK(code == "W0023");
+  // Bounded: at most 1000 keys; a literal's values count against the evaluation's budget.
+  std::string many = "{";
+  for (int i = 0; i < 1001; ++i)
+    many += (i ? ", k" : "k") + std::to_string(i) + ": 0";
+  CHECK(workflows::Expr::parse(many + "}", &err, &at) == nullptr);
+  CHECK(err.find("at most 1000 keys") != std::string::npos);
+  json::value big = json::parse(R"({"s": ")" + std::string(5 << 20, 'x') + R"("})");
+  CHECK(try_eval("{a: request.s, b: request.s}", big).ok());
+  CHECK(try_eval("{a: request.s, b: request.s, c: request.s, d: request.s}", big)
+            .status()
+            .message()
+            .find("16 MiB") != std::string::npos);
 }
 
 TEST_CASE("if(): one branch, chosen by a boolean, the other not evaluated") {
