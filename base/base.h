@@ -243,6 +243,8 @@ Result<std::string> unseal(std::string_view key, std::string_view sealed, std::s
 
 // True when `s` is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
 bool is_valid_utf8(std::string_view s);
+// `s` with ASCII letters lower-cased (header names, schemes, hex digests, file suffixes).
+std::string ascii_lower(std::string_view s);
 // Escapes a string for a JSON document (without the surrounding quotes).
 std::string json_escape(std::string_view s);
 // 'text' for a POSIX shell: always single-quoted, a quote inside as '\''.

@@ -18,6 +18,7 @@
 
 #include "actions/actions.h"
 #include "actions/internal/http.h"
+#include "actions/internal/inputs.h"
 #include "actions/internal/kinds.h"
 #include "actions/internal/openstack.h"
 
@@ -26,18 +27,6 @@ namespace actions {
 namespace {
 
 using openstack::Session;
-
-std::string str_in(const json::object& in, const char* name, std::string dflt = {}) {
-  if (auto* v = in.if_contains(name); v != nullptr && v->is_string())
-    return std::string(v->get_string());
-  return dflt;
-}
-
-int64_t int_in(const json::object& in, const char* name, int64_t dflt) {
-  if (auto* v = in.if_contains(name); v != nullptr && v->is_int64())
-    return v->get_int64();
-  return dflt;
-}
 
 struct Target {
   std::shared_ptr<Session> session;

@@ -42,9 +42,7 @@ base::Result<Url> parse_url(std::string_view s) {
   auto sep = s.find("://");
   if (sep == std::string_view::npos)
     return base::Status::InvalidArgument("URL \"" + std::string(s) + "\" has no scheme");
-  u.scheme = std::string(s.substr(0, sep));
-  std::transform(u.scheme.begin(), u.scheme.end(), u.scheme.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  u.scheme = base::ascii_lower(s.substr(0, sep));
   if (u.scheme != "http" && u.scheme != "https")
     return base::Status::InvalidArgument("URL \"" + std::string(s) +
                                          "\": only http and https are supported");
@@ -191,10 +189,7 @@ Exchanged exchange(asio::io_context& io, Stream& stream, beast::tcp_stream& lowe
   Response r;
   r.status = static_cast<int>(res.result_int());
   for (const auto& f : res) {
-    std::string name(f.name_string());
-    std::transform(name.begin(), name.end(), name.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    r.headers.emplace_back(std::move(name), std::string(f.value()));
+    r.headers.emplace_back(base::ascii_lower(f.name_string()), std::string(f.value()));
   }
   r.body = std::move(res.body());
   out.response = std::move(r);

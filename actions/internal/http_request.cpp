@@ -26,6 +26,7 @@
 
 #include "actions/actions.h"
 #include "actions/internal/http.h"
+#include "actions/internal/inputs.h"
 #include "actions/internal/kinds.h"
 
 namespace actions {
@@ -38,13 +39,6 @@ using std::chrono::steady_clock;
 constexpr int64_t kDefaultMaxResponse = 1 << 20;
 constexpr int64_t kMaxResponseLimit = 64 << 20;
 constexpr size_t kSnippet = 200;  // bytes of an error answer quoted in the message
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 // An RFC 9110 token (a method, a header's name).
 bool is_token(std::string_view s) {
@@ -83,17 +77,6 @@ const json::value* member(const json::object& o, std::string_view k) {
   const json::value* v = o.if_contains(k);
   return v != nullptr && !v->is_null() ? v : nullptr;
 }
-
-std::string str(const json::object& o, std::string_view k) {
-  const json::value* v = member(o, k);
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
-}
-
-// The parts of a request common to the call and its probe.
-struct Call {
-  std::string method;
-  http::Request req;
-};
 
 struct Prepared {
   http::Options opt;
@@ -138,7 +121,7 @@ class HttpRequest final : public Action {
         merged["query"] = *q;
       if (const json::value* h = member(pr, "headers"))
         merged["headers"] = *h;
-      std::string m = lower(str(merged, "method"));
+      std::string m = base::ascii_lower(str_in(merged, "method"));
       if (m != "get" && m != "head")
         return invalid("a probe reads: its method is GET or HEAD");
       auto call = build(merged, p, ctx, false);
@@ -149,7 +132,7 @@ class HttpRequest final : public Action {
         return bad;
       if (Outcome bad = statuses(pr, "absent", absent); !bad.message.empty())
         return bad;
-      auto answer = transport_.send(call.value().req, p.opt);
+      auto answer = transport_.send(call.value(), p.opt);
       if (!answer.ok())
         return transport_failure(call.value(), answer.status(), "probe");
       int st = answer.value().status;
@@ -165,7 +148,7 @@ class HttpRequest final : public Action {
     std::vector<int64_t> expect;
     if (Outcome bad = statuses(in, "expect", expect); !bad.message.empty())
       return bad;
-    auto answer = transport_.send(call.value().req, p.opt);
+    auto answer = transport_.send(call.value(), p.opt);
     if (!answer.ok())
       return transport_failure(call.value(), answer.status(), "");
     int st = answer.value().status;
@@ -211,7 +194,7 @@ class HttpRequest final : public Action {
             "\"auth\" is a map: {type: basic, username, password} or {type: bearer, "
             "token}");
       const json::object& a = auth->get_object();
-      std::string type = lower(str(a, "type"));
+      std::string type = base::ascii_lower(str_in(a, "type"));
       for (const auto& kv : a) {
         static const std::vector<std::string_view> kAuth = {"type", "username", "password",
                                                             "token"};
@@ -220,17 +203,17 @@ class HttpRequest final : public Action {
                          base::printable(kv.key()) + "\"");
       }
       if (type == "basic") {
-        if (str(a, "username").empty() || member(a, "password") == nullptr ||
+        if (str_in(a, "username").empty() || member(a, "password") == nullptr ||
             !a.at("password").is_string())
           return invalid("basic auth needs \"username\" and \"password\"");
-        p.auth_headers.emplace_back("Authorization",
-                                    basic_authorization(str(a, "username"), str(a, "password")));
-        p.secrets.push_back(str(a, "password"));
+        p.auth_headers.emplace_back(
+            "Authorization", basic_authorization(str_in(a, "username"), str_in(a, "password")));
+        p.secrets.push_back(str_in(a, "password"));
       } else if (type == "bearer") {
-        if (str(a, "token").empty())
+        if (str_in(a, "token").empty())
           return invalid("bearer auth needs \"token\"");
-        p.auth_headers.emplace_back("Authorization", "Bearer " + str(a, "token"));
-        p.secrets.push_back(str(a, "token"));
+        p.auth_headers.emplace_back("Authorization", "Bearer " + str_in(a, "token"));
+        p.secrets.push_back(str_in(a, "token"));
       } else {
         return invalid("auth \"type\" is basic or bearer");
       }
@@ -247,30 +230,30 @@ class HttpRequest final : public Action {
                                     base::printable(std::string(vim->get_string())) +
                                     "\": " + rec.status().message());
       const json::object& r = rec.value();
-      std::string type = str(r, "type");
+      std::string type = str_in(r, "type");
       const json::value* access = member(r, "access");
       if (type != "kubernetes" || access == nullptr || !access->is_object())
         return invalid("VIM \"" + base::printable(std::string(vim->get_string())) +
                        "\" is not a Kubernetes VIM: only a Kubernetes VIM's credentials (a "
                        "bearer token or a user and password) are sent by http.request");
       const json::object& acc = access->get_object();
-      p.vim_server = str(acc, "server");
+      p.vim_server = str_in(acc, "server");
       while (!p.vim_server.empty() && p.vim_server.back() == '/')
         p.vim_server.pop_back();
       if (!p.opt.ca_pem.empty())
         return invalid(
             "give \"ca_cert\" or \"vim_id\", not both: a VIM's credentials go to "
             "the server its own CA vouches for");
-      if (!str(acc, "bearer_token").empty()) {
-        p.auth_headers.emplace_back("Authorization", "Bearer " + str(acc, "bearer_token"));
-        p.secrets.push_back(str(acc, "bearer_token"));
+      if (!str_in(acc, "bearer_token").empty()) {
+        p.auth_headers.emplace_back("Authorization", "Bearer " + str_in(acc, "bearer_token"));
+        p.secrets.push_back(str_in(acc, "bearer_token"));
       } else {
         p.auth_headers.emplace_back(
-            "Authorization", basic_authorization(str(acc, "username"), str(acc, "password")));
-        p.secrets.push_back(str(acc, "password"));
+            "Authorization", basic_authorization(str_in(acc, "username"), str_in(acc, "password")));
+        p.secrets.push_back(str_in(acc, "password"));
       }
       p.vim_credentials = true;
-      p.opt.ca_pem = str(acc, "ssl_ca_cert");
+      p.opt.ca_pem = str_in(acc, "ssl_ca_cert");
     }
     for (const auto& [name, value] : p.auth_headers) {
       p.secrets.push_back(value);
@@ -306,10 +289,10 @@ class HttpRequest final : public Action {
 
   // The request of `in` (the call's inputs, or the probe's): method, URL with query, headers,
   // body. `main`: the call itself (it carries the body and the idempotency key).
-  base::Result<Call> build(const json::object& in, const Prepared& p, const Context& ctx,
-                           bool main) const {
-    Call c;
-    std::string method = str(in, "method");
+  base::Result<http::Request> build(const json::object& in, const Prepared& p, const Context& ctx,
+                                    bool main) const {
+    http::Request req;
+    std::string method = str_in(in, "method");
     if (method.empty())
       method = "GET";
     std::transform(method.begin(), method.end(), method.begin(),
@@ -320,9 +303,8 @@ class HttpRequest final : public Action {
       return base::Status::InvalidArgument("method \"" + base::printable(method) +
                                            "\" is not one of GET, HEAD, POST, PUT, PATCH, "
                                            "DELETE, OPTIONS");
-    c.method = method;
-    c.req.method = method;
-    std::string url = str(in, "url");
+    req.method = method;
+    std::string url = str_in(in, "url");
     if (!p.vim_server.empty()) {
       if (!url.empty() && url[0] == '/') {
         url = p.vim_server + url;
@@ -330,7 +312,8 @@ class HttpRequest final : public Action {
         // The VIM's token goes to the VIM's server only.
         auto a = http::parse_url(url), b = http::parse_url(p.vim_server);
         if (!a.ok() || !b.ok() || a.value().scheme != b.value().scheme ||
-            lower(a.value().host) != lower(b.value().host) || a.value().port != b.value().port)
+            base::ascii_lower(a.value().host) != base::ascii_lower(b.value().host) ||
+            a.value().port != b.value().port)
           return base::Status::InvalidArgument(
               "with \"vim_id\", \"url\" is a path on the VIM's server or a URL of that server "
               "(the VIM's credentials go nowhere else), not " +
@@ -375,13 +358,13 @@ class HttpRequest final : public Action {
       if (!qs.empty())
         url += (url.find('?') == std::string::npos ? "?" : "&") + qs;
     }
-    c.req.url = url;
-    c.req.headers = p.auth_headers;
+    req.url = url;
+    req.headers = p.auth_headers;
     if (const json::value* h = member(in, "headers")) {
       if (!h->is_object())
         return base::Status::InvalidArgument("\"headers\" is a map of names to strings");
       for (const auto& kv : h->get_object()) {
-        std::string name = lower(kv.key());
+        std::string name = base::ascii_lower(kv.key());
         if (!is_token(kv.key()))
           return base::Status::InvalidArgument("header name \"" + base::printable(kv.key()) +
                                                "\" is not a token");
@@ -399,60 +382,61 @@ class HttpRequest final : public Action {
           return base::Status::InvalidArgument(
               "header \"" + std::string(kv.key()) +
               "\" holds a line break or a NUL, or is longer than 8 KiB");
-        c.req.headers.emplace_back(std::string(kv.key()), std::string(v));
+        req.headers.emplace_back(std::string(kv.key()), std::string(v));
       }
     }
-    bool has_content_type =
-        std::any_of(c.req.headers.begin(), c.req.headers.end(),
-                    [](const auto& h) { return lower(h.first) == "content-type"; });
+    bool has_content_type = std::any_of(req.headers.begin(), req.headers.end(), [](const auto& h) {
+      return base::ascii_lower(h.first) == "content-type";
+    });
     if (main) {
       const json::value* j = in.if_contains("json");
       const json::value* b = member(in, "body");
       if (j != nullptr && b != nullptr)
         return base::Status::InvalidArgument("give \"json\" or \"body\", not both");
       if (j != nullptr) {
-        c.req.body = json::serialize(*j);
+        req.body = json::serialize(*j);
         if (!has_content_type)
-          c.req.headers.emplace_back("Content-Type", "application/json");
+          req.headers.emplace_back("Content-Type", "application/json");
       } else if (b != nullptr) {
         if (!b->is_string())
           return base::Status::InvalidArgument("\"body\" is a string (use \"json\" for JSON)");
-        c.req.body = std::string(b->get_string());
+        req.body = std::string(b->get_string());
       }
       if ((j != nullptr || b != nullptr) && (method == "GET" || method == "HEAD"))
         return base::Status::InvalidArgument("a " + method + " request carries no body");
       std::string header = "Idempotency-Key";
       if (const json::value* ih = in.if_contains("idempotency_header")) {
         if (!ih->is_string() || (!ih->get_string().empty() && !is_token(ih->get_string())) ||
-            reserved_header(lower(ih->get_string())))
+            reserved_header(base::ascii_lower(ih->get_string())))
           return base::Status::InvalidArgument(
               "\"idempotency_header\" is a header name of the API's (\"\": none is sent)");
         header = std::string(ih->get_string());
       }
       bool safe = method == "GET" || method == "HEAD" || method == "OPTIONS";
       if (!header.empty() && !safe && !ctx.key.empty())
-        c.req.headers.emplace_back(header, call_key(ctx.key));
+        req.headers.emplace_back(header, call_key(ctx.key));
     }
-    if (!std::any_of(c.req.headers.begin(), c.req.headers.end(),
-                     [](const auto& h) { return lower(h.first) == "accept"; }))
-      c.req.headers.emplace_back("Accept", "application/json, */*;q=0.5");
-    return c;
+    if (!std::any_of(req.headers.begin(), req.headers.end(),
+                     [](const auto& h) { return base::ascii_lower(h.first) == "accept"; }))
+      req.headers.emplace_back("Accept", "application/json, */*;q=0.5");
+    return req;
   }
 
-  static std::string what(const Call& c, std::string_view phase) {
-    return "http.request " + std::string(phase) + (phase.empty() ? "" : " ") + c.method + " " +
-           shown_url(c.req.url);
+  static std::string what(const http::Request& req, std::string_view phase) {
+    return "http.request " + std::string(phase) + (phase.empty() ? "" : " ") + req.method + " " +
+           shown_url(req.url);
   }
 
-  static Outcome transport_failure(const Call& c, const base::Status& st, std::string_view phase) {
+  static Outcome transport_failure(const http::Request& req, const base::Status& st,
+                                   std::string_view phase) {
     // The transport's message names the method and URL (with its query): say it again
     // without the query.
     std::string why = st.message();
-    if (size_t at = why.find(c.req.url); at != std::string::npos)
-      why = why.substr(at + c.req.url.size());
+    if (size_t at = why.find(req.url); at != std::string::npos)
+      why = why.substr(at + req.url.size());
     while (!why.empty() && (why[0] == ':' || why[0] == ' '))
       why.erase(0, 1);
-    std::string msg = what(c, phase) + ": " + base::printable(why);
+    std::string msg = what(req, phase) + ": " + base::printable(why);
     switch (st.code()) {
       case base::StatusCode::kDeadlineExceeded:
         return Outcome::failure(ErrorClass::kTimeout, msg);
@@ -466,9 +450,9 @@ class HttpRequest final : public Action {
     }
   }
 
-  static Outcome status_failure(const Call& c, const http::Response& r, std::string_view phase,
-                                const Prepared& p) {
-    std::string msg = what(c, phase) + ": HTTP " + std::to_string(r.status);
+  static Outcome status_failure(const http::Request& req, const http::Response& r,
+                                std::string_view phase, const Prepared& p) {
+    std::string msg = what(req, phase) + ": HTTP " + std::to_string(r.status);
     // The credentials scrubbed before the cut, so that no part of one is left at its end.
     std::string body = scrub(r.body.substr(0, kSnippet * 4), p.secrets);
     std::string snippet = body.substr(0, kSnippet);
@@ -485,7 +469,7 @@ class HttpRequest final : public Action {
     return Outcome::failure(cls, msg);
   }
 
-  static Outcome result(const Call& c, http::Response r, bool probed,
+  static Outcome result(const http::Request& req, http::Response r, bool probed,
                         steady_clock::time_point start, const Prepared& p) {
     // A VIM's credentials, which the engine never learns, do not reach the outputs.
     if (p.vim_credentials)
@@ -494,14 +478,14 @@ class HttpRequest final : public Action {
     out["status"] = r.status;
     json::object headers;
     for (auto& [k, v] : r.headers) {
-      std::string name = lower(k);
+      std::string name = base::ascii_lower(k);
       std::string value = base::is_valid_utf8(v) ? v : base::printable(v);
       if (auto* old = headers.if_contains(name); old != nullptr)
         *old = std::string(old->get_string()) + ", " + value;
       else
         headers[name] = value;
     }
-    std::string type = lower(r.header("content-type"));
+    std::string type = base::ascii_lower(r.header("content-type"));
     bool is_json =
         type.find("/json") != std::string::npos || type.find("+json") != std::string::npos;
     json::value parsed;
@@ -511,7 +495,7 @@ class HttpRequest final : public Action {
       po.max_depth = 64;
       parsed = json::parse(r.body, ec, {}, po);
       if (ec)
-        return Outcome::failure(ErrorClass::kFailed, what(c, probed ? "probe" : "") + ": HTTP " +
+        return Outcome::failure(ErrorClass::kFailed, what(req, probed ? "probe" : "") + ": HTTP " +
                                                          std::to_string(r.status) +
                                                          ": the answer is not JSON (" +
                                                          ec.message() + ")");

@@ -34,6 +34,7 @@
 #include <libssh/sftp.h>
 
 #include "actions/actions.h"
+#include "actions/internal/inputs.h"
 #include "actions/internal/kinds.h"
 
 namespace actions {
@@ -47,19 +48,6 @@ constexpr int64_t kDefaultMaxOutput = 64 * 1024;
 constexpr int64_t kDefaultMaxGet = 1 << 20;
 constexpr size_t kMaxIdle = 64;
 constexpr auto kIdleFor = std::chrono::seconds(30);
-
-std::string str_in(const json::object& in, const char* k, std::string dflt = {}) {
-  const json::value* v = in.if_contains(k);
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : dflt;
-}
-int64_t int_in(const json::object& in, const char* k, int64_t dflt) {
-  const json::value* v = in.if_contains(k);
-  return v != nullptr && v->is_int64() ? v->get_int64() : dflt;
-}
-bool bool_in(const json::object& in, const char* k, bool dflt = false) {
-  const json::value* v = in.if_contains(k);
-  return v != nullptr && v->is_bool() ? v->get_bool() : dflt;
-}
 
 std::string quote(std::string_view s) {
   return base::shell_quote(s);

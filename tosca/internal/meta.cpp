@@ -17,13 +17,6 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(b, e - b));
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 struct Line {
   uint32_t number;
   std::string_view text;
@@ -111,7 +104,7 @@ ToscaMeta parse_tosca_meta(std::string_view text, const std::string& display,
   // Block 0: the CSAR itself.
   bool have_version = false, have_csar = false, have_created = false, have_entry = false;
   for (const KV& kv : blocks[0]) {
-    std::string k = lower(kv.key);
+    std::string k = base::ascii_lower(kv.key);
     base::SourceLocation where{display, kv.line, kv.column};
     if (k == "tosca-meta-file-version") {
       meta.meta_file_version = kv.value;
@@ -160,8 +153,8 @@ ToscaMeta parse_tosca_meta(std::string_view text, const std::string& display,
     diags.error("C0010", top, "missing Created-By");
   if (!have_entry)
     diags.error("C0010", top, "missing Entry-Definitions");
-  if (!meta.entry_manifest.empty() && lower(meta.entry_manifest).size() >= 3 &&
-      lower(meta.entry_manifest).substr(lower(meta.entry_manifest).size() - 3) != ".mf") {
+  if (!meta.entry_manifest.empty() && meta.entry_manifest.size() >= 3 &&
+      base::ascii_lower(meta.entry_manifest.substr(meta.entry_manifest.size() - 3)) != ".mf") {
     diags.error("C0011", top,
                 "ETSI-Entry-Manifest \"" + meta.entry_manifest + "\" does not name a .mf file");
   }
@@ -170,7 +163,7 @@ ToscaMeta parse_tosca_meta(std::string_view text, const std::string& display,
     MetaFileEntry e;
     e.where = {display, blocks[b].front().line, 1};
     for (const KV& kv : blocks[b]) {
-      std::string k = lower(kv.key);
+      std::string k = base::ascii_lower(kv.key);
       if (k == "name") {
         e.name = kv.value;
         e.where = {display, kv.line, kv.column};
@@ -237,7 +230,7 @@ Manifest parse_manifest(std::string_view text, const std::string& display,
       }
       continue;
     }
-    std::string k = lower(key);
+    std::string k = base::ascii_lower(key);
     if (k == "metadata") {
       section = Section::kMetadata;
     } else if (k == "non_mano_artifact_sets") {
@@ -314,7 +307,7 @@ void verify_listed_files(FileSource& src, const std::vector<MetaFileEntry>& entr
                       "\" (expected SHA-224, SHA-256, SHA-384 or SHA-512)");
       continue;
     }
-    std::string want = lower(e.hash);
+    std::string want = base::ascii_lower(e.hash);
     bool hex = want.size() == base::digest_hex_length(*algo) &&
                std::all_of(want.begin(), want.end(), [](char c) { return std::isxdigit(c); });
     if (!hex) {

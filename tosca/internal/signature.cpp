@@ -244,9 +244,7 @@ std::vector<ArtifactSignature> manifest_artifact_signatures(std::string_view tex
     size_t colon = l.find(':');
     if (colon == std::string_view::npos)
       continue;
-    std::string key = trim(l.substr(0, colon));
-    std::transform(key.begin(), key.end(), key.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    std::string key = base::ascii_lower(trim(l.substr(0, colon)));
     std::string value = trim(l.substr(colon + 1));
     if (key == "source") {
       flush();
@@ -318,15 +316,9 @@ std::string stem_of(std::string_view path) {
   return std::string(path.substr(0, dot));
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
 bool ends_with_ci(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && lower(s.substr(s.size() - suffix.size())) == suffix;
+  return s.size() >= suffix.size() &&
+         base::ascii_lower(s.substr(s.size() - suffix.size())) == suffix;
 }
 
 // The certificates a package carries for its manifest: TOSCA.meta's ETSI-Entry-Certificate,
