@@ -8,6 +8,13 @@
 #                             instantiate operation)
 #   keyed_feed                queues the next operation (terminate, instantiate, ...) of
 #                             every instance whose last one COMPLETED; dies on a failed one
+#   keyed_feeder_start SECS   keyed_feed in a background loop (at most SECS seconds), so that
+#                             a drill's disturbances keep their own pace while each feed
+#                             waits on its CLI commands (20 instances: seconds a pass)
+#   keyed_feeder_hold         waits until the feeder is between passes and keeps it there
+#   keyed_feeder_release      lets it go on
+#   keyed_feeder_stop         stops it, takes over its view of every instance's last
+#                             operation; dies if a feed failed
 #   keyed_wait SECS           until the last operation of every instance settled
 #   keyed_check               every operation COMPLETED, no effect applied twice, every
 #                             step of every instantiate exactly one keyed effect, the poll
@@ -124,6 +131,52 @@ keyed_feed() {
       FAILED_TEMP | FAILED | ROLLED_BACK) die "operation ${KEYED_LAST[i]} ended $s: $("$T_VNFLOW" op show "${KEYED_LAST[i]}")" ;;
     esac
   done
+}
+
+keyed_feeder_start() {  # keyed_feeder_start SECS
+  local secs=$1
+  rm -f "$KEYED_WORK/feeder.stop" "$KEYED_WORK/feeder.state"
+  (
+    # A failed feed exits this subshell only: keyed_feeder_stop (or the drill's check of
+    # KEYED_FEEDER_PID) reports it.
+    T_ON_DIE=
+    end=$((SECONDS + secs))
+    while [[ ! -e $KEYED_WORK/feeder.stop ]] && ((SECONDS < end)); do
+      if [[ -e $KEYED_WORK/feeder.hold ]]; then
+        touch "$KEYED_WORK/feeder.held"
+        sleep 0.1
+        continue
+      fi
+      keyed_feed
+      sleep 0.2
+    done
+    declare -p KEYED_LAST KEYED_NEXT | sed 's/^declare -a /declare -ga /' >"$KEYED_WORK/feeder.state"
+  ) &
+  KEYED_FEEDER_PID=$!
+}
+
+# A command of the feeder's that fails while the database restarts would leave it unknown
+# whether the operation was queued: the drill holds the feeder around such moments.
+keyed_feeder_hold() {
+  rm -f "$KEYED_WORK/feeder.held"
+  touch "$KEYED_WORK/feeder.hold"
+  local i
+  for ((i = 0; i < 1200; i++)); do
+    [[ -e $KEYED_WORK/feeder.held ]] && return 0
+    kill -0 "$KEYED_FEEDER_PID" 2>/dev/null || die "the operation feeder stopped (above)"
+    sleep 0.1
+  done
+  die "the operation feeder did not pause within 120 s"
+}
+
+keyed_feeder_release() { rm -f "$KEYED_WORK/feeder.hold" "$KEYED_WORK/feeder.held"; }
+
+keyed_feeder_stop() {
+  touch "$KEYED_WORK/feeder.stop"
+  wait "$KEYED_FEEDER_PID" || die "the operation feeder failed (above)"
+  [[ -s $KEYED_WORK/feeder.state ]] || die "the operation feeder left no state"
+  # shellcheck disable=SC1091
+  source "$KEYED_WORK/feeder.state"
 }
 
 keyed_wait() {  # keyed_wait SECS

@@ -4,7 +4,7 @@
 #   tools/fuzz.sh [--minutes N] [--jobs J] [--build-dir DIR] [--artifacts DIR] [--keep DIR]
 #                 [TARGET...]
 #
-# Builds the clang ASan+UBSan fuzz build in DIR (default build-fuzz, the one tools/test.sh
+# Builds the clang ASan+UBSan fuzz build in DIR (default build-san, the one tools/test.sh
 # makes), then runs each TARGET (default: every tests/fuzz/*_fuzz.cpp) for N minutes
 # (default 10) in libFuzzer's fork mode, J targets at a time (default 1; each uses one core),
 # with its dictionary tests/fuzz/<target>.dict. A crash, sanitizer report, timeout or OOM
@@ -21,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-minutes=10 jobs=1 build=build-fuzz artifacts= keep=
+minutes=10 jobs=1 build=build-san artifacts= keep=
 targets=()
 while [[ $# -gt 0 ]]; do
   case $1 in

@@ -1,42 +1,55 @@
 #!/usr/bin/env bash
 # Runs every test of vnflow on a fresh Debian 12 machine: installs the packages, checks the
-# layering, builds and runs the unit, golden (loader and workflow fixtures), corpus, CLI and
-# crash (SIGKILL) tests, the same under ASan+UBSan, and bounded libFuzzer smokes of the
-# loader and the workflow compiler (clang, ASan+UBSan), the unit and golden suites on a
-# release build, and the Debian package (built, lintian, installed, the main job run on the
-# installed vnflow, purged: tests/deb/deb_test.sh).
+# layering, builds (gcc, werror, the bench programs too) and runs the unit, golden (loader
+# and workflow fixtures), API, corpus, crash, PostgreSQL, service, OpenStack, SSH and
+# end-to-end suites; then, on one clang build with ASan+UBSan, the unit, golden, API, corpus
+# and crash suites again and bounded libFuzzer smokes of every parser of outside input; and
+# the Debian package (built with Debian's flags, its unit and golden suites run, lintian,
+# installed, the main job run on the installed vnflow, purged: tests/deb/deb_test.sh).
 # Needs root for the test VMs (network namespaces) and the package.
-# Usage: tools/test.sh [--quick]     (--quick: the gcc build only: no sanitizers, fuzz,
-#                                     release build or package)
+# Usage: tools/test.sh [--quick]     (--quick: the gcc build only: no sanitizers, fuzz or
+#                                     package)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=${1:-}
 
-tools/install-deps.sh
+# Everything up front (the package's tools too): the package is built and installed while
+# the suites run, and no apt-get may run beside another.
+if [[ $quick == --quick ]]; then tools/install-deps.sh; else tools/install-deps.sh --deb; fi
 tools/check-layering.sh
 tools/format.sh --check
 
 passed=0; failed=0
-run_suites() {  # run_suites BUILD_DIR SUITES...
-  local dir=$1; shift
+# lane DIR NAME [--show] SUITES...: one `meson test` of those suites (serial where the
+# tests say is_parallel: false), its output in DIR/NAME.txt (shown as it runs with --show)
+# and its exit status in DIR/NAME.rc; meson's own logs are DIR/meson-logs/NAME.*, so that two
+# lanes can run at once on one build.
+lane() {
+  local dir=$1 name=$2; shift 2
+  local show=; if [[ ${1:-} == --show ]]; then show=1; shift; fi
   local args=()
   for s in "$@"; do args+=(--suite "$s"); done
-  set +e
-  meson test -C "$dir" --print-errorlogs "${args[@]}" | tee "$dir/test-output.txt"
-  local rc=${PIPESTATUS[0]}
-  set -e
-  local ok fail
-  ok=$(awk '/^Ok:/ {print $2}' "$dir/test-output.txt")
-  fail=$(awk '/^Fail:/ {print $2}' "$dir/test-output.txt")
-  timeouts=$(awk '/^Timeout:/ {print $2}' "$dir/test-output.txt")
-  passed=$((passed + ${ok:-0})); failed=$((failed + ${fail:-0} + ${timeouts:-0}))
-  if [[ $rc -ne 0 && ${fail:-0} -eq 0 ]]; then failed=$((failed + 1)); fi
+  local rc=0
+  if [[ $show ]]; then
+    set +e
+    meson test -C "$dir" --no-rebuild --logbase "$name" --print-errorlogs "${args[@]}" |
+      tee "$dir/$name.txt"
+    rc=${PIPESTATUS[0]}
+    set -e
+  else
+    meson test -C "$dir" --no-rebuild --logbase "$name" --print-errorlogs "${args[@]}" \
+      >"$dir/$name.txt" 2>&1 || rc=$?
+  fi
+  echo "$rc" >"$dir/$name.rc"
 }
-
-run_script() {  # run_script NAME COMMAND...: one more test in the totals, like a meson test
-  local name=$1; shift
-  echo "== $name: $*"
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $name"; fi
+count() {  # count DIR NAME: adds a lane's tests to the totals
+  local f=$1/$2.txt ok fail timeouts rc
+  ok=$(awk '/^Ok:/ {print $2}' "$f")
+  fail=$(awk '/^Fail:/ {print $2}' "$f")
+  timeouts=$(awk '/^Timeout:/ {print $2}' "$f")
+  rc=$(cat "$1/$2.rc" 2>/dev/null || echo 1)
+  passed=$((passed + ${ok:-0})); failed=$((failed + ${fail:-0} + ${timeouts:-0}))
+  if [[ $rc -ne 0 && ${fail:-0} -eq 0 && ${timeouts:-0} -eq 0 ]]; then failed=$((failed + 1)); fi
 }
 
 setup() {  # setup DIR [-Doption=value...]: a folder made before gets the options too
@@ -50,47 +63,55 @@ setup() {  # setup DIR [-Doption=value...]: a folder made before gets the option
 }
 
 # werror is for CI and developers; users' and packagers' builds leave it off (meson.build).
-setup build -Dwerror=true
+# The bench programs are compiled here so that a bench cannot rot (they run in bench/*.sh).
+setup build -Dwerror=true -Dbench=true
 
-# The other builds compile, niced, while the gcc build's suites run: those mostly wait on
-# servers (Keystone, Heat, sshd, PostgreSQL), and a niced compiler takes only the CPU they
-# leave. (On this project's 2-core CI machine that hides most of 25 minutes of compiling.)
-# They run in a session of their own, so that an interrupted run stops every compiler.
+# While the gcc build's suites run (they mostly wait on servers: Keystone, Heat, sshd,
+# PostgreSQL), the sanitizer build compiles and then the Debian package is built, checked,
+# installed and purged, all at the lowest CPU and I/O priority, in a session of their own so
+# that an interrupted run stops every compiler. Two builds, not four: the sanitizer build is
+# also the fuzz build (clang), and the release build is the package's (Debian's flags, its
+# suites run by dh_auto_test).
 bg_pid=
 trap '[[ -z $bg_pid ]] || kill -TERM -- "-$bg_pid" 2>/dev/null || true' EXIT
 if [[ $quick != --quick ]]; then
+  rm -f build/deb.rc build/deb.log build/san.done
   build_others() {
-    # Lowest CPU priority, idle I/O class, two jobs (not ninja's default three: memory).
     renice -n 19 -p "$BASHPID" >/dev/null
     ionice -c 3 -p "$BASHPID" 2>/dev/null || true
-    export NINJA_JOBS=2
-    # gcc 12 reports false -Warray-bounds / -Wmaybe-uninitialized inside Boost.JSON and
-    # <regex> once sanitizers change inlining; the plain build keeps werror on.
-    # -O1 and line tables only: what sanitizer builds need for their reports (file:line
-    # stacks), at half the compile time of -O2 -g (api/internal/server.cpp: 254 s -> 116 s).
-    setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=false \
-      -Doptimization=1 -Dcpp_args=-g1 &&
-      CC=clang CXX=clang++ setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined \
-        -Db_lundef=false -Dwerror=true -Doptimization=1 -Dcpp_args=-gline-tables-only &&
-      # What users, packagers and the benches build: -O3, NDEBUG; the bench programs are
-      # built, not run. gcc 12 at -O3 reports false -Wrestrict warnings inside std::string's
-      # operator+ (GCC bug 105329); every other warning stays an error here.
-      setup build-release -Dbuildtype=release -Dwerror=true -Dcpp_args=-Wno-restrict -Dbench=true &&
-      ninja -C build-release -j 2 benches
+    export NINJA_JOBS=2  # not ninja's default three: memory
+    # -O1 and line tables only: what sanitizer reports need (file:line stacks), at half the
+    # compile time of -O2 -g.
+    CC=clang CXX=clang++ setup build-san -Dfuzz=true -Db_sanitize=address,undefined \
+      -Db_lundef=false -Dwerror=true -Doptimization=1 -Dcpp_args=-gline-tables-only || return 1
+    touch build/san.done  # the sanitizer suites start; the package builds beside them
+    local rc=0
+    bash tests/deb/deb_test.sh "$PWD" >build/deb.log 2>&1 || rc=$?
+    echo "$rc" >build/deb.rc
   }
   export -f build_others setup
   setsid bash -c build_others >build/others.log 2>&1 </dev/null &
   bg_pid=$!
 fi
-run_suites build unit golden api corpus crash openstack ssh e2e postgres service
+# Two lanes at once: the suites on servers of their own that mostly wait (Keystone + Heat,
+# the netns VMs: one at a time, they share the VM bridge), niced so that the timing drills
+# of the other lane (API load, many daemons, crash) keep the CPU they need.
+lane_pid=
+( renice -n 5 -p "$BASHPID" >/dev/null; lane build servers openstack ssh e2e ) &
+lane_pid=$!
+lane build local --show unit golden api corpus crash postgres service
+count build local
+wait "$lane_pid" || true
+echo "== the suites on servers (ran beside the ones above)"
+cat build/servers.txt
+count build servers
 
 if [[ $quick != --quick ]]; then
-  echo "== waiting for the sanitizer, fuzz and release builds (log: build/others.log)"
-  bg_rc=0; wait "$bg_pid" || bg_rc=$?
-  bg_pid=
-  if [[ $bg_rc -ne 0 ]]; then
+  echo "== waiting for the sanitizer build (log: build/others.log)"
+  while [[ ! -e build/san.done ]] && kill -0 "$bg_pid" 2>/dev/null; do sleep 5; done
+  if [[ ! -e build/san.done ]]; then
     tail -n 60 build/others.log
-    echo "FAIL: the sanitizer, fuzz or release build (build/others.log)"
+    echo "FAIL: the sanitizer build (build/others.log)"
     echo
     echo "tests: $passed passed, $((failed + 1)) failed"
     exit 1
@@ -100,13 +121,19 @@ if [[ $quick != --quick ]]; then
   # The notification test's 30 s receiver outage ran in the gcc build: 5 s from here on.
   export VNFLOW_NOTIFY_OUTAGE_SECS=5
   # The API load drill's 20,000 requests ran in the gcc build; instrumented, each costs a few
-  # times more, so the same checks (no error, no operation lost or doubled) run on 8,000.
-  export LOAD_REQUESTS=8000
-  run_suites build-asan unit golden api corpus crash
+  # times more, so the same checks (no error, no operation lost or doubled) run on 2,000.
+  export LOAD_REQUESTS=2000
+  lane build-san san --show unit golden api corpus crash fuzz
+  count build-san san
   unset LOAD_REQUESTS
-  run_suites build-fuzz fuzz
-  run_suites build-release unit golden api
-  run_script deb bash tests/deb/deb_test.sh "$PWD"
+  echo "== waiting for the package test (log: build/deb.log)"
+  wait "$bg_pid" || true
+  bg_pid=
+  echo "== deb: bash tests/deb/deb_test.sh $PWD (ran beside the suites above)"
+  cat build/deb.log
+  if [[ $(cat build/deb.rc 2>/dev/null) == 0 ]]; then passed=$((passed + 1)); else
+    failed=$((failed + 1)); echo "FAIL: deb"
+  fi
 fi
 
 echo
