@@ -713,56 +713,84 @@ bool Stepper::step_action(Run& r, const State& s) {
   return false;
 }
 
-// Records an action's outcome in item `i` of the current state.
-void Stepper::finish_item(Run& r, const State& s, int i, const actions::Outcome& out) {
-  Item& it = r.c.items[static_cast<size_t>(i)];
-  int item_no = s.for_each.empty() ? -1 : i;
-  bool hidden = bool_input(it.inputs, "hide_output");
-  bool secret = bool_input(it.inputs, "secret_output");
-  std::vector<std::string> secret_paths = string_list_input(it.inputs, "secret_fields");
-  it.inputs = nullptr;
-  // secret_fields: the values at these paths of the outputs are secrets. The history shows
-  // *** in their place, the state's outputs are sealed whole at rest, and the run learns
-  // them, so that later events and messages that repeat them show *** too.
-  json::value shown;
-  if (out.ok && !secret_paths.empty()) {
-    auto refuse = [&](const std::string& why) {
-      finish_item(r, s, i, actions::Outcome::failure(base::ErrorClass::kInvalid, why));
-    };
-    if (secret_paths.size() > kMaxSecretPaths)
-      return refuse("secret_fields names " + std::to_string(secret_paths.size()) +
-                    " paths; at most " + std::to_string(kMaxSecretPaths));
+// What the history shows of an action's outputs, by the call's own hide_output,
+// secret_output and secret_fields inputs: the same for a state's items and for
+// compensations. Learns the secrets it finds, so that later events and messages that repeat
+// them show *** too. `refused` is set when secret_fields cannot be honoured (too many
+// paths, values or secrets); then nothing is learned.
+Stepper::Shown Stepper::shown_outputs(Run& r, const json::value& inputs,
+                                      const json::value& outputs) {
+  Shown sh;
+  bool hidden = bool_input(inputs, "hide_output");
+  sh.secret = bool_input(inputs, "secret_output");
+  sh.paths = string_list_input(inputs, "secret_fields");
+  json::value masked_view;
+  if (!sh.paths.empty()) {
+    if (sh.paths.size() > kMaxSecretPaths) {
+      sh.refused = "secret_fields names " + std::to_string(sh.paths.size()) + " paths; at most " +
+                   std::to_string(kMaxSecretPaths);
+      return sh;
+    }
     std::vector<const json::value*> found;
-    for (const auto& p : secret_paths) {
-      values_at(out.outputs, p, found);
+    for (const auto& p : sh.paths) {
+      values_at(outputs, p, found);
       if (found.size() > kMaxSecretValues)
         break;
     }
     size_t bytes = 0;
     for (size_t k = 0; k < found.size() && bytes <= kMaxSecretBytes; ++k)
       bytes += bounded_size(*found[k], kMaxSecretBytes);
-    if (found.size() > kMaxSecretValues || bytes > kMaxSecretBytes)
-      return refuse("secret_fields found more than " + std::to_string(kMaxSecretValues) +
-                    " values or " + std::to_string(kMaxSecretBytes) +
-                    " bytes in the answer (at most that is kept secret)");
-    if (r.secrets.size() + found.size() > kMaxRunSecrets)
-      return refuse("secret_fields: the operation holds " + std::to_string(r.secrets.size()) +
-                    " secrets already; at most " + std::to_string(kMaxRunSecrets));
-    r.learn_paths(out.outputs, secret_paths);
-    auto& known = r.c.secret_paths[s.name];
-    for (const auto& p : secret_paths)
-      if (std::find(known.begin(), known.end(), p) == known.end())
-        known.push_back(p);
+    if (found.size() > kMaxSecretValues || bytes > kMaxSecretBytes) {
+      sh.refused = "secret_fields found more than " + std::to_string(kMaxSecretValues) +
+                   " values or " + std::to_string(kMaxSecretBytes) +
+                   " bytes in the answer (at most that is kept secret)";
+      return sh;
+    }
+    if (r.secrets.size() + found.size() > kMaxRunSecrets) {
+      sh.refused = "secret_fields: the operation holds " + std::to_string(r.secrets.size()) +
+                   " secrets already; at most " + std::to_string(kMaxRunSecrets);
+      return sh;
+    }
+    r.learn_paths(outputs, sh.paths);
     r.c.seal_body = true;
     // Path by path: a path may lead into what an earlier one masked ("json", then
     // "json.key"), so each is looked up in the tree as the earlier ones left it.
-    shown = out.outputs;
-    for (const auto& p : secret_paths) {
+    masked_view = outputs;
+    for (const auto& p : sh.paths) {
       std::vector<json::value*> masked;
-      values_at(shown, p, masked);
+      values_at(masked_view, p, masked);
       for (json::value* v : masked)
         *v = "***";
     }
+  }
+  if (sh.secret) {
+    r.learn_secrets(outputs, true);
+    r.c.seal_body = true;
+  }
+  sh.view = sh.secret ? json::value("*** (secret_output)")
+            : hidden  ? json::value("*** (hide_output)")
+                      : r.hist(masked_view.is_null() ? outputs : masked_view);
+  return sh;
+}
+
+// Records an action's outcome in item `i` of the current state.
+void Stepper::finish_item(Run& r, const State& s, int i, const actions::Outcome& out) {
+  Item& it = r.c.items[static_cast<size_t>(i)];
+  int item_no = s.for_each.empty() ? -1 : i;
+  json::value inputs = std::move(it.inputs);
+  it.inputs = nullptr;
+  Shown shown;
+  if (out.ok) {
+    shown = shown_outputs(r, inputs, out.outputs);
+    if (!shown.refused.empty())
+      return finish_item(r, s, i,
+                         actions::Outcome::failure(base::ErrorClass::kInvalid, shown.refused));
+    // secret_fields: the state's outputs are sealed whole at rest (and their paths learned
+    // again from them on a restart).
+    auto& known = r.c.secret_paths[s.name];
+    for (const auto& p : shown.paths)
+      if (std::find(known.begin(), known.end(), p) == known.end())
+        known.push_back(p);
   }
   if (out.ok && !out.pin_host_keys.empty()) {
     // Host keys seen on first use are pinned with the result that saw them.
@@ -778,11 +806,7 @@ void Stepper::finish_item(Run& r, const State& s, int i, const actions::Outcome&
   if (out.ok) {
     it.status = ItemStatus::kDone;
     it.outputs = out.outputs;
-    it.secret = secret;
-    if (secret) {
-      r.learn_secrets(out.outputs, true);
-      r.c.seal_body = true;
-    }
+    it.secret = shown.secret;
     if (s.compensate) {
       // Recorded per item, so that a rollback after a partly failed fan-out undoes the
       // items that did succeed.
@@ -790,16 +814,13 @@ void Stepper::finish_item(Run& r, const State& s, int i, const actions::Outcome&
       d.state = r.c.cur;
       d.item = i;
       d.outputs = out.outputs;
-      d.secret = secret;
+      d.secret = shown.secret;
       d.visit = r.visit();
       d.value = static_cast<size_t>(i) < r.c.values.size() ? r.c.values[static_cast<size_t>(i)]
                                                            : json::value();
       r.c.done.push_back(std::move(d));
     }
-    event(r, "succeeded", s.name, item_no, it.attempt, "",
-          secret   ? json::value("*** (secret_output)")
-          : hidden ? json::value("*** (hide_output)")
-                   : r.hist(shown.is_null() ? out.outputs : shown));
+    event(r, "succeeded", s.name, item_no, it.attempt, "", std::move(shown.view));
     return;
   }
   bool retryable = std::find(s.retry.on.begin(), s.retry.on.end(),
@@ -869,10 +890,16 @@ void Stepper::step_rollback(Run& r) {
     if (const actions::Kind* k = inline_kind(s.compensate->action); k != nullptr) {
       json::value before = r.instance;
       auto out = k->run_inline(in.value().get_object(), r.instance);
+      Shown shown;
+      if (out.ok) {
+        shown = shown_outputs(r, in.value(), out.outputs);
+        if (!shown.refused.empty())
+          out = actions::Outcome::failure(base::ErrorClass::kInvalid, shown.refused);
+      }
       if (out.ok) {
         write_instance(r);
         it.status = ItemStatus::kDone;
-        event(r, "compensated", s.name, item_no, it.attempt, "", r.hist(out.outputs));
+        event(r, "compensated", s.name, item_no, it.attempt, "", std::move(shown.view));
       } else {
         r.instance = std::move(before);
         it.status = ItemStatus::kFailed;
@@ -922,15 +949,19 @@ void Stepper::result(Run& r, int cur, int i, const actions::Outcome& out, int64_
     const Done& d = r.c.done[static_cast<size_t>(r.c.rb)];
     const State& s = r.m->states[static_cast<size_t>(d.state)];
     Item& it = r.c.rb_item;
+    json::value inputs = std::move(it.inputs);
     it.inputs = nullptr;
     int item_no = s.for_each.empty() ? -1 : d.item;
-    if (out.ok) {
+    Shown shown;
+    if (out.ok)
+      shown = shown_outputs(r, inputs, out.outputs);
+    if (out.ok && shown.refused.empty()) {
       it.status = ItemStatus::kDone;
-      event(r, "compensated", s.name, item_no, it.attempt, "", r.hist(out.outputs));
+      event(r, "compensated", s.name, item_no, it.attempt, "", std::move(shown.view));
     } else {
       it.status = ItemStatus::kFailed;
-      it.cls = out.error_class;
-      it.msg = r.clean(out.message);
+      it.cls = out.ok ? base::ErrorClass::kInvalid : out.error_class;
+      it.msg = r.clean(out.ok ? shown.refused : out.message);
       event(r, "failed", s.name, item_no, it.attempt, "",
             json::object{{"class", base::to_string(out.error_class)}, {"message", it.msg}});
     }

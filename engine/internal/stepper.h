@@ -118,6 +118,13 @@ class Stepper {
   void step_forward(Run& r);
   bool step_action(Run& r, const workflows::State& s);
   void finish_item(Run& r, const workflows::State& s, int i, const actions::Outcome& out);
+  struct Shown {
+    json::value view;                // what the history shows
+    bool secret = false;             // secret_output: the outputs are secret whole
+    std::vector<std::string> paths;  // secret_fields
+    std::string refused;             // why secret_fields cannot be honoured
+  };
+  Shown shown_outputs(Run& r, const json::value& inputs, const json::value& outputs);
   void step_rollback(Run& r);
   bool poisoned(Run& r, Item& it, const std::string& state, int item_no);
 

@@ -543,6 +543,8 @@ class TableHttp : public actions::Action {
  public:
   actions::Outcome run(const json::object& in, const actions::Context&) const override {
     std::string url(in.at("url").as_string());
+    if (url.ends_with("/fail"))
+      return actions::Outcome::failure(base::ErrorClass::kFailed, "the API said no");
     if (url.find("many") != std::string::npos) {
       json::array items;
       for (int k = 0; k < 65; ++k)
@@ -560,6 +562,18 @@ class TableHttp : public actions::Action {
                      {"probed", false}});
   }
 };
+
+// Runs the fixture's queue until idle with TableHttp as http.request; local.exec prints `out`.
+void run_with_table_http(Fixture& f, const std::string& out = "ok") {
+  actions::Registry r = actions::Registry::standard();
+  r.add("local.exec", std::make_shared<RecordingExec>(f.calls, out));
+  r.add("http.request", std::make_shared<TableHttp>());
+  engine::EngineOptions o;
+  o.workers = 2;
+  o.work_root = (f.dir.path / "wd").string();
+  o.poll = std::chrono::milliseconds(5);
+  engine::Engine(*f.store, std::move(r), o).run_until_idle();
+}
 
 fs::path http_package(const TempDir& dir) {
   fs::path pkg = two_exec_package(dir);
@@ -601,20 +615,9 @@ states:
 TEST_CASE("secret_fields: the values at those paths masked in the history, sealed at rest") {
   TempDir pkgdir;
   Fixture f(http_package(pkgdir).string());
-  auto run = [&] {
-    actions::Registry r = actions::Registry::standard();
-    r.add("local.exec", std::make_shared<RecordingExec>(f.calls, "echoed"));
-    r.add("http.request", std::make_shared<TableHttp>());
-    engine::EngineOptions o;
-    o.workers = 2;
-    o.work_root = (f.dir.path / "wd").string();
-    o.poll = std::chrono::milliseconds(5);
-    engine::Engine e(*f.store, std::move(r), o);
-    e.run_until_idle();
-  };
   auto op = f.request("instantiate", f.instantiate_request());
   REQUIRE(op.ok());
-  run();
+  run_with_table_http(f, "echoed");
   REQUIRE(f.state(op.value().id) == OpState::kCompleted);
   auto h = f.store->history(op.value().id);
   REQUIRE(h.ok());
@@ -660,17 +663,94 @@ TEST_CASE("secret_fields: an answer with too many secrets fails the state as inv
   auto op =
       f.request("instantiate", f.instantiate_request(R"(, "many_url": "http://api.test/many")"));
   REQUIRE(op.ok());
-  actions::Registry r = actions::Registry::standard();
-  r.add("local.exec", std::make_shared<RecordingExec>(f.calls));
-  r.add("http.request", std::make_shared<TableHttp>());
-  engine::EngineOptions o;
-  o.work_root = (f.dir.path / "wd").string();
-  o.poll = std::chrono::milliseconds(5);
-  engine::Engine(*f.store, std::move(r), o).run_until_idle();
+  run_with_table_http(f);
   REQUIRE(f.state(op.value().id) == OpState::kFailedTemp);
   std::string err = json::serialize(f.store->get_op(op.value().id).value().error);
   CHECK(err.find("secret_fields found more than 64 values") != std::string::npos);
   CHECK(err.find("tok-1-abcdef") == std::string::npos);
+}
+
+namespace {
+
+// Three undoable states whose compensations answer new secrets, then a failure.
+fs::path compensating_package(const TempDir& dir) {
+  fs::path pkg = two_exec_package(dir);
+  std::ofstream(pkg / "Workflows" / "instantiate_end.yaml") << R"(description: undo with secrets
+start: whole
+states:
+  whole:
+    action: http.request
+    with: {method: POST, url: http://api.test/keys/r1, secret_fields: [json.material]}
+    timeout: 10s
+    compensate:
+      action: http.request
+      with: {method: DELETE, url: http://api.test/keys/r7, secret_output: true}
+      timeout: 10s
+    next: hidden
+  hidden:
+    action: http.request
+    with: {url: http://api.test/keys/r1}
+    timeout: 10s
+    compensate:
+      action: http.request
+      with: {method: DELETE, url: http://api.test/keys/r8, hide_output: true}
+      timeout: 10s
+    next: fields
+  fields:
+    action: http.request
+    with: {url: http://api.test/keys/r1}
+    timeout: 10s
+    compensate:
+      action: http.request
+      with: {method: DELETE, url: http://api.test/keys/r9, secret_fields: [json.material, json.pin]}
+      timeout: 10s
+    next: broken
+  broken:
+    action: http.request
+    with: {url: http://api.test/fail}
+    timeout: 10s
+    next: done
+  done:
+    succeed: true
+)";
+  return pkg;
+}
+
+}  // namespace
+
+TEST_CASE("compensations keep their own secret_output, hide_output and secret_fields") {
+  TempDir pkgdir;
+  Fixture f(compensating_package(pkgdir).string());
+  auto op = f.request("instantiate", f.instantiate_request());
+  REQUIRE(op.ok());
+  run_with_table_http(f);
+  REQUIRE(f.state(op.value().id) == OpState::kFailedTemp);
+  REQUIRE(engine::rollback_operation(*f.store, op.value().id).ok());
+  run_with_table_http(f);
+  REQUIRE(f.state(op.value().id) == OpState::kRolledBack);
+  auto h = f.store->history(op.value().id);
+  REQUIRE(h.ok());
+  std::map<std::string, json::value> compensated;
+  std::string all;
+  for (const auto& e : h.value()) {
+    all += json::serialize(e.data) + "\n";
+    if (e.kind == "compensated")
+      compensated[e.state] = e.data;
+  }
+  REQUIRE(compensated.size() >= 3);
+  CHECK(compensated["instantiate_end.whole"] == "*** (secret_output)");
+  CHECK(compensated["instantiate_end.hidden"] == "*** (hide_output)");
+  const json::value& fields = compensated["instantiate_end.fields"];
+  REQUIRE(fields.is_object());
+  CHECK(fields.at("json").at("material") == "***");
+  CHECK(fields.at("json").at("pin") == "***");
+  CHECK(fields.at("json").at("name") == "key-r9");  // the rest stays visible
+  // None of the answers' secrets in any event; the secret ones not at rest either.
+  for (const char* s : {"MAT-r7-Z8Q", "MAT-r8-Z8Q", "MAT-r9-Z8Q", "918273645"})
+    CHECK(all.find(s) == std::string::npos);
+  std::string rest = vnflow_test::at_rest(f.tdb);
+  for (const char* s : {"MAT-r7-Z8Q", "MAT-r9-Z8Q", "918273645"})
+    CHECK(rest.find(s) == std::string::npos);
 }
 
 namespace {
