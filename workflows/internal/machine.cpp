@@ -348,9 +348,18 @@ std::string render(const Machine& m, Format f) {
       o << "  \"[start]\" [shape=circle, label=\"\", width=0.2, style=filled, fillcolor=black];\n";
       o << "  \"COMPLETED\" [shape=doublecircle];\n  \"FAILED_TEMP\" [shape=doublecircle, "
            "color=red];\n";
+      // Only what an operation of this flavour can reach: a choice decided by the VNFD
+      // alone shows the one branch it takes (a package without a stack template has no
+      // Heat steps to draw).
+      const FlavourReach fr = flavour_reach(m);
+      auto reached = [&](const State& s) {
+        return fr.reach[static_cast<size_t>(&s - m.states.data())];
+      };
       std::map<std::string, std::vector<const State*>> by_segment;
       std::vector<std::string> order;
       for (const auto& s : m.states) {
+        if (!reached(s))
+          continue;
         if (!by_segment.count(s.segment))
           order.push_back(s.segment);
         by_segment[s.segment].push_back(&s);
@@ -370,12 +379,21 @@ std::string render(const Machine& m, Format f) {
       }
       o << "  \"[start]\" -> " << dot_id(name_at(m, m.start)) << ";\n";
       for (const auto& s : m.states) {
+        if (!reached(s))
+          continue;
+        // -1: any branch may be taken; else the one this flavour takes.
+        int only = fr.fixed[static_cast<size_t>(&s - m.states.data())];
         for (const auto& c : s.choices)
-          o << "  " << dot_id(s.name) << " -> " << dot_id(name_at(m, c.next))
-            << " [label=" << dot_id(one_line(c.condition)) << "];\n";
-        if (s.next >= 0)
+          if (only < 0 || only == c.next)
+            o << "  " << dot_id(s.name) << " -> " << dot_id(name_at(m, c.next))
+              << " [label=" << dot_id(one_line(c.condition) + (only < 0 ? "" : " (this flavour)"))
+              << "];\n";
+        if (s.next >= 0 && (only < 0 || only == s.next))
           o << "  " << dot_id(s.name) << " -> " << dot_id(name_at(m, s.next))
-            << (s.kind == StateKind::kChoice ? " [label=\"otherwise\"]" : "") << ";\n";
+            << (s.kind != StateKind::kChoice ? ""
+                : only < 0                   ? " [label=\"otherwise\"]"
+                                             : " [label=\"otherwise (this flavour)\"]")
+            << ";\n";
         if (s.on_failure >= 0)
           o << "  " << dot_id(s.name) << " -> " << dot_id(name_at(m, s.on_failure))
             << " [style=dashed, color=red, label=\"failure\"];\n";

@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "workflows/internal/expr.h"
 #include "workflows/internal/render.h"
 #include "workflows/workflows.h"
 
@@ -114,65 +113,15 @@ std::string retry_text(const RetryPolicy& r) {
   return "up to " + std::to_string(r.attempts) + " tries on " + on;
 }
 
-// True when `e` reads nothing but the VNFD: its names are `vnfd` alone (no request, instance,
-// outputs, nor a map()/filter() element, which stand for what they range over).
-bool reads_only_vnfd(const Expr& e) {
-  if (e.op == Expr::Op::kRoot)
-    return e.name == "vnfd";
-  if (e.op == Expr::Op::kCall && (e.name == "map" || e.name == "filter"))
-    return false;
-  for (const auto& k : e.kids) {
-    if (!reads_only_vnfd(*k))
-      return false;
-  }
-  return true;
-}
-
-// Where a choice goes for every operation of this flavour: its conditions, when they read
-// only the VNFD (the machine pins its facts), evaluated. -1 when one reads anything else
-// (default(request.x, false) evaluates without a request, yet a request decides it): then
-// every branch may be taken.
-int taken(const Machine& m, const State& s) {
-  Scope sc;
-  sc.vnfd = &m.vnfd;
-  for (const auto& c : s.choices) {
-    if (!c.expr || !reads_only_vnfd(*c.expr))
-      return -1;
-    auto v = evaluate(*c.expr, sc);
-    if (!v.ok() || !v.value().is_bool())
-      return -1;
-    if (v.value().get_bool())
-      return c.next;
-  }
-  return s.next;
-}
-
 }  // namespace
 
 std::string render_plantuml(const Machine& m) {
   std::ostringstream o;
-  // The states this flavour can reach: a choice whose conditions read only the VNFD takes one
-  // branch for every operation (no stack template, no Heat steps).
+  // The states this flavour can reach (no stack template: no Heat steps).
   size_t n = m.states.size();
-  std::vector<int> fixed(n, -1);
-  std::vector<bool> reach(n, false);
-  std::vector<int> todo = {m.start};
-  while (!todo.empty()) {
-    int i = todo.back();
-    todo.pop_back();
-    if (i < 0 || static_cast<size_t>(i) >= n || reach[static_cast<size_t>(i)])
-      continue;
-    reach[static_cast<size_t>(i)] = true;
-    const State& s = m.states[static_cast<size_t>(i)];
-    todo.push_back(s.on_failure);
-    if (s.kind == StateKind::kChoice && (fixed[static_cast<size_t>(i)] = taken(m, s)) >= 0) {
-      todo.push_back(fixed[static_cast<size_t>(i)]);
-      continue;
-    }
-    todo.push_back(s.next);
-    for (const auto& c : s.choices)
-      todo.push_back(c.next);
-  }
+  const FlavourReach fr = flavour_reach(m);
+  const std::vector<int>& fixed = fr.fixed;
+  const std::vector<bool>& reach = fr.reach;
   // Participants in order of first use; vnflow's own record is a database, as the seed
   // draws Ladybug's.
   std::vector<std::string> parts;

@@ -191,9 +191,33 @@ TEST_CASE("every operation of the local demo compiles and round-trips through JS
   CHECK(to_failed <= segments.size() + 2);  // + the fail states
   CHECK(dot.find("[ltail=cluster_0, style=dashed, color=red, label=\"failure (") !=
         std::string::npos);
+  // Only this flavour's branches: the demo has no stack template, so no Heat steps, and the
+  // choice that decides it shows the one branch it takes.
+  CHECK(dot.find("create_stack") == std::string::npos);
+  CHECK(dot.find("heat.") == std::string::npos);
+  CHECK(dot.find("\"instantiate.has_stack\" -> ") != std::string::npos);
+  CHECK(dot.find("(this flavour)") != std::string::npos);
   auto seq = workflows::render(*inst, workflows::Format::kSeqdiag);
   CHECK(seq.find("\"vnflow\" -> \"vnflow host\"") != std::string::npos);
   CHECK(seq.find("\"vnflow\" -> \"VnfInstance (vnflow DB)\"") != std::string::npos);
+}
+
+TEST_CASE("dot draws the Heat steps of a flavour with a stack template, and only those") {
+  base::Diagnostics diags;
+  auto pkg =
+      tosca::load_package(source_root() + "/csar-samples/heat-demo", tosca::LoadOptions{}, diags);
+  REQUIRE(pkg);
+  auto m = workflows::compile(*pkg, {"instantiate", ""}, diags);
+  REQUIRE(m);
+  auto dot = workflows::render(*m, workflows::Format::kDot);
+  CHECK(dot.find("\"instantiate.create_stack\" [label=") != std::string::npos);
+  CHECK(dot.find("\"instantiate.has_stack\" -> \"instantiate.parameters\" "
+                 "[label=\"vnfd.base_hot.template != '' (this flavour)\"]") != std::string::npos);
+  CHECK(dot.find("\"instantiate.has_stack\" -> \"instantiate.record\"") == std::string::npos);
+  // The text form still lists every state of the machine.
+  auto text = workflows::render(*m, workflows::Format::kText);
+  for (const auto& s : m->states)
+    CHECK(text.find(s.name) != std::string::npos);
 }
 
 TEST_CASE("a hook that is not a workflow is refused with the reason") {
