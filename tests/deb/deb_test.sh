@@ -134,7 +134,9 @@ check "the system user vnflow (uid < 1000, no login shell)" bash -c \
    [[ $(getent group vnflow | cut -d: -f3) == "$gid" ]]'
 check "/var/lib/vnflow is 0700 vnflow:vnflow" test "$(stat -c '%a %U %G' /var/lib/vnflow)" = "700 vnflow vnflow"
 samples=/usr/share/vnflow/csar-samples
-check "the four sample packages" test "$(find "$samples" -mindepth 1 -maxdepth 1 -type d | wc -l)" -eq 4
+n_samples=$(find "$root/csar-samples" -mindepth 1 -maxdepth 1 -type d | wc -l)
+check "the $n_samples sample packages of the tree" \
+  test "$(find "$samples" -mindepth 1 -maxdepth 1 -type d | wc -l)" -eq "$n_samples"
 
 # ---- 4. the main job, on the installed program, as the service user
 as_vnflow() {
