@@ -952,18 +952,26 @@ void Stepper::result(Run& r, int cur, int i, const actions::Outcome& out, int64_
     json::value inputs = std::move(it.inputs);
     it.inputs = nullptr;
     int item_no = s.for_each.empty() ? -1 : d.item;
+    // As for an inline compensation: secret_fields that cannot be honoured fail it.
     Shown shown;
-    if (out.ok)
+    actions::Outcome refused;
+    const actions::Outcome* o = &out;
+    if (out.ok) {
       shown = shown_outputs(r, inputs, out.outputs);
-    if (out.ok && shown.refused.empty()) {
+      if (!shown.refused.empty()) {
+        refused = actions::Outcome::failure(base::ErrorClass::kInvalid, shown.refused);
+        o = &refused;
+      }
+    }
+    if (o->ok) {
       it.status = ItemStatus::kDone;
       event(r, "compensated", s.name, item_no, it.attempt, "", std::move(shown.view));
     } else {
       it.status = ItemStatus::kFailed;
-      it.cls = out.ok ? base::ErrorClass::kInvalid : out.error_class;
-      it.msg = r.clean(out.ok ? shown.refused : out.message);
+      it.cls = o->error_class;
+      it.msg = r.clean(o->message);
       event(r, "failed", s.name, item_no, it.attempt, "",
-            json::object{{"class", base::to_string(out.error_class)}, {"message", it.msg}});
+            json::object{{"class", base::to_string(o->error_class)}, {"message", it.msg}});
     }
     return;
   }

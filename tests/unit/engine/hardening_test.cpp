@@ -672,8 +672,10 @@ TEST_CASE("secret_fields: an answer with too many secrets fails the state as inv
 
 namespace {
 
-// Three undoable states whose compensations answer new secrets, then a failure.
-fs::path compensating_package(const TempDir& dir) {
+// Three undoable states whose compensations answer new secrets, then a failure. `whole`:
+// what the first state's compensation keeps secret.
+fs::path compensating_package(const TempDir& dir,
+                              const std::string& whole = "secret_output: true") {
   fs::path pkg = two_exec_package(dir);
   std::ofstream(pkg / "Workflows" / "instantiate_end.yaml") << R"(description: undo with secrets
 start: whole
@@ -684,7 +686,8 @@ states:
     timeout: 10s
     compensate:
       action: http.request
-      with: {method: DELETE, url: http://api.test/keys/r7, secret_output: true}
+      with: {method: DELETE, url: http://api.test/keys/r7, )"
+                                                            << whole << R"(}
       timeout: 10s
     next: hidden
   hidden:
@@ -751,6 +754,32 @@ TEST_CASE("compensations keep their own secret_output, hide_output and secret_fi
   std::string rest = vnflow_test::at_rest(f.tdb);
   for (const char* s : {"MAT-r7-Z8Q", "MAT-r9-Z8Q", "918273645"})
     CHECK(rest.find(s) == std::string::npos);
+}
+
+TEST_CASE("a compensation whose secret_fields cannot be kept fails as invalid, named") {
+  TempDir pkgdir;
+  std::string paths;
+  for (int k = 0; k < 17; ++k)
+    paths += (k ? ", " : "") + std::string("json.p") + std::to_string(k);
+  Fixture f(compensating_package(pkgdir, "secret_fields: [" + paths + "]").string());
+  auto op = f.request("instantiate", f.instantiate_request());
+  REQUIRE(op.ok());
+  run_with_table_http(f);
+  REQUIRE(f.state(op.value().id) == OpState::kFailedTemp);
+  REQUIRE(engine::rollback_operation(*f.store, op.value().id).ok());
+  run_with_table_http(f);
+  REQUIRE(f.state(op.value().id) == OpState::kFailedTemp);  // the rollback stopped there
+  auto h = f.store->history(op.value().id);
+  REQUIRE(h.ok());
+  bool failed = false;
+  for (const auto& e : h.value())
+    if (e.kind == "failed" && e.state == "instantiate_end.whole") {
+      CHECK(e.data.at("class") == "invalid");
+      CHECK(e.data.at("message").as_string().find("secret_fields names 17 paths; at most 16") !=
+            json::string::npos);
+      failed = true;
+    }
+  CHECK(failed);
 }
 
 namespace {
