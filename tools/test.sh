@@ -22,9 +22,8 @@ tools/format.sh --check
 passed=0; failed=0
 # lane DIR NAME [--show] SUITES...: one `meson test` of those suites (serial where the
 # tests say is_parallel: false; a suite written !S leaves out the tests of suite S), its
-# output in DIR/NAME.txt (shown as it runs with --show)
-# and its exit status in DIR/NAME.rc; meson's own logs are DIR/meson-logs/NAME.*, so that two
-# lanes can run at once on one build.
+# output in DIR/NAME.txt (shown as it runs with --show) and its exit status in DIR/NAME.rc;
+# meson's own logs are DIR/meson-logs/NAME.*, so that two lanes can run at once on one build.
 lane() {
   local dir=$1 name=$2; shift 2
   local show=; if [[ ${1:-} == --show ]]; then show=1; shift; fi
@@ -32,18 +31,11 @@ lane() {
   for s in "$@"; do
     if [[ $s == !* ]]; then args+=(--no-suite "${s#!}"); else args+=(--suite "$s"); fi
   done
-  local rc=0
-  if [[ $show ]]; then
-    set +e
-    meson test -C "$dir" --no-rebuild --logbase "$name" --print-errorlogs "${args[@]}" |
-      tee "$dir/$name.txt"
-    rc=${PIPESTATUS[0]}
-    set -e
-  else
-    meson test -C "$dir" --no-rebuild --logbase "$name" --print-errorlogs "${args[@]}" \
-      >"$dir/$name.txt" 2>&1 || rc=$?
-  fi
-  echo "$rc" >"$dir/$name.rc"
+  set +e
+  meson test -C "$dir" --no-rebuild --logbase "$name" --print-errorlogs "${args[@]}" 2>&1 |
+    if [[ $show ]]; then tee "$dir/$name.txt"; else cat >"$dir/$name.txt"; fi
+  echo "${PIPESTATUS[0]}" >"$dir/$name.rc"
+  set -e
 }
 count() {  # count DIR NAME: adds a lane's tests to the totals
   local f=$1/$2.txt ok fail timeouts rc

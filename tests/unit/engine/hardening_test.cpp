@@ -719,19 +719,25 @@ states:
   return pkg;
 }
 
-}  // namespace
-
-TEST_CASE("compensations keep their own secret_output, hide_output and secret_fields") {
-  TempDir pkgdir;
-  Fixture f(compensating_package(pkgdir).string());
+// Instantiates (which fails at `broken`), then rolls back; the operation's id.
+std::string instantiate_then_roll_back(Fixture& f) {
   auto op = f.request("instantiate", f.instantiate_request());
   REQUIRE(op.ok());
   run_with_table_http(f);
   REQUIRE(f.state(op.value().id) == OpState::kFailedTemp);
   REQUIRE(engine::rollback_operation(*f.store, op.value().id).ok());
   run_with_table_http(f);
-  REQUIRE(f.state(op.value().id) == OpState::kRolledBack);
-  auto h = f.store->history(op.value().id);
+  return op.value().id;
+}
+
+}  // namespace
+
+TEST_CASE("compensations keep their own secret_output, hide_output and secret_fields") {
+  TempDir pkgdir;
+  Fixture f(compensating_package(pkgdir).string());
+  std::string op = instantiate_then_roll_back(f);
+  REQUIRE(f.state(op) == OpState::kRolledBack);
+  auto h = f.store->history(op);
   REQUIRE(h.ok());
   std::map<std::string, json::value> compensated;
   std::string all;
@@ -762,14 +768,9 @@ TEST_CASE("a compensation whose secret_fields cannot be kept fails as invalid, n
   for (int k = 0; k < 17; ++k)
     paths += (k ? ", " : "") + std::string("json.p") + std::to_string(k);
   Fixture f(compensating_package(pkgdir, "secret_fields: [" + paths + "]").string());
-  auto op = f.request("instantiate", f.instantiate_request());
-  REQUIRE(op.ok());
-  run_with_table_http(f);
-  REQUIRE(f.state(op.value().id) == OpState::kFailedTemp);
-  REQUIRE(engine::rollback_operation(*f.store, op.value().id).ok());
-  run_with_table_http(f);
-  REQUIRE(f.state(op.value().id) == OpState::kFailedTemp);  // the rollback stopped there
-  auto h = f.store->history(op.value().id);
+  std::string op = instantiate_then_roll_back(f);
+  REQUIRE(f.state(op) == OpState::kFailedTemp);  // the rollback stopped there
+  auto h = f.store->history(op);
   REQUIRE(h.ok());
   bool failed = false;
   for (const auto& e : h.value())
