@@ -442,6 +442,8 @@ std::string event_line(const engine::EventRecord& e) {
     s += " attempt " + std::to_string(e.attempt);
   if (!e.key.empty())
     s += " key " + printable(e.key);
+  if (e.kind == "called" && e.data.is_object() && e.data.get_object().contains("workflow"))
+    s += " -> " + printable(field(e.data.get_object(), "workflow"));
   if (e.kind == "failed" || e.kind == "retry_scheduled" || e.kind == "op_failed_temp" ||
       e.kind == "choice" || e.kind == "on_failure") {
     if (e.data.is_object()) {

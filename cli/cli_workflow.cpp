@@ -94,7 +94,25 @@ int cmd_workflow(const std::vector<std::string>& argv) {
     if (info == nullptr) {
       return usage_error(*spec, "unknown operation \"" + op + "\"");
     }
-    auto m = workflows::compile_file(path, text, op, info->hook + "_end", diags);
+    // A call names a file relative to this one's folder (resolved and kept inside it by the
+    // compiler).
+    std::string dir =
+        path.rfind('/') == std::string::npos ? "" : path.substr(0, path.rfind('/') + 1);
+    workflows::FileReader reader = [dir](const std::string& rel) -> base::Result<std::string> {
+      std::ifstream f(dir + rel, std::ios::binary);
+      if (!f)
+        return base::Status::NotFound("cannot read \"" + printable(dir + rel) + "\"");
+      std::string t;
+      char buf[65536];
+      while (f.read(buf, sizeof buf) || f.gcount() > 0) {
+        t.append(buf, static_cast<size_t>(f.gcount()));
+        if (t.size() > (16u << 20))
+          return base::Status::InvalidArgument("\"" + printable(dir + rel) +
+                                               "\" is larger than 16 MiB");
+      }
+      return t;
+    };
+    auto m = workflows::compile_file(path, text, op, info->hook + "_end", diags, reader);
     print_diags(diags);
     if (m == nullptr)
       return 1;

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -129,6 +130,7 @@ struct Scope {
   std::string_view item_name;             // its name in expressions ("item" or `as:`)
   int64_t item_index = 0;                 // its position in the list (`index`)
   const json::value* self = nullptr;      // in a compensation: the state's own outputs
+  const json::value* inputs = nullptr;    // in a called workflow: the inputs of its call
   const Binding* bound = nullptr;         // map()/filter() element names, innermost first
 };
 
@@ -156,7 +158,7 @@ class Template {
 // ---------------------------------------------------------------------------------------
 // Compiled machines
 
-enum class StateKind : uint8_t { kAction, kChoice, kWait, kSucceed, kFail };
+enum class StateKind : uint8_t { kAction, kChoice, kWait, kSucceed, kFail, kCall };
 std::string_view to_string(StateKind k);
 
 // Error classes an action failure carries; the retry policy says which ones it retries.
@@ -209,6 +211,17 @@ struct State {
   Template wait_seconds;
   // kFail
   Template message;
+  // kCall: runs another workflow file of the package, inlined after the caller's states
+  // (once per item of `for_each`, one item after the other). `with` gives the callee's
+  // inputs (defaults already merged in); `body` is the callee's start; `returns` are the
+  // callee's declared outputs, evaluated in its scope at each of its succeed states. The
+  // call's outputs: that object, or the list of them with for_each.
+  std::string call;  // the callee's path in the package
+  int body = -1;
+  Template returns;
+  // Every state inlined by a call: the index of that call state (-1: a hook's or a built-in
+  // state). A called workflow's succeed state goes back to its call (`next` is the call).
+  int owner = -1;
   // Transitions (indexes into Machine::states; -1 none). kSucceed with next >= 0 ends a
   // hook and continues with the next segment.
   int next = -1;
@@ -239,6 +252,11 @@ struct OperationInfo {
 const std::vector<OperationInfo>& operations();
 const OperationInfo* find_operation(std::string_view name);
 
+// Reads a workflow file that a `call` names, by its path in the package
+// ("Workflows/region.yaml", already resolved against the caller's folder and kept inside
+// the package). compile() reads the package's files; compile_file()'s callers may give one.
+using FileReader = std::function<base::Result<std::string>(const std::string& path)>;
+
 struct CompileOptions {
   std::string operation;
   std::string flavour;  // empty: the only flavour of the package
@@ -249,10 +267,13 @@ std::shared_ptr<const Machine> compile(const tosca::Package& pkg, const CompileO
                                        base::Diagnostics& diags);
 
 // Compiles a single workflow file against an empty VNFD, for tests and `workflow check`.
-// `segment` is the hook name the file stands for (e.g. "instantiate_end").
+// `segment` is the hook name the file stands for (e.g. "instantiate_end"). The files its
+// calls name are read with `reader`, by paths relative to `display`'s folder; without a
+// reader a call is an error (W0046).
 std::shared_ptr<const Machine> compile_file(std::string display, std::string_view text,
                                             std::string_view operation, std::string_view segment,
-                                            base::Diagnostics& diags);
+                                            base::Diagnostics& diags,
+                                            const FileReader& reader = nullptr);
 
 // The built-in workflow of an operation (workflows/builtin/<op>.yaml), as shipped.
 std::string_view builtin_source(std::string_view operation);

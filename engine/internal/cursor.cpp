@@ -64,8 +64,18 @@ json::value Cursor::to_json() const {
         {"s", d.state}, {"i", d.item}, {d.secret ? "secret_o" : "o", d.outputs}, {"v", d.value}};
     if (d.visit != 1)
       x["vi"] = d.visit;
+    if (!d.inputs.is_null())
+      x["in"] = d.inputs;
     ds.push_back(std::move(x));
   }
+  json::array fs;
+  for (const auto& f : frames)
+    fs.push_back(json::object{{"c", f.call},
+                              {"v", f.values},
+                              {"i", f.index},
+                              {"in", f.inputs},
+                              {"r", f.results},
+                              {"run", f.running}});
   json::object o{{"cur", cur}, {"started", started}, {"seq", seq}};
   json::object body_holder;
   json::object& body = seal_body ? body_holder : o;
@@ -96,6 +106,8 @@ json::value Cursor::to_json() const {
     body["values"] = values;
   if (!ds.empty())
     body["done"] = std::move(ds);
+  if (!fs.empty())
+    body["frames"] = std::move(fs);
   if (seal_body)
     o["secret_body"] = std::move(body_holder);
   if (rb_started) {
@@ -146,7 +158,23 @@ base::Result<Cursor> Cursor::from_json(const json::value& v) {
         x.value = d.at("v");
         if (auto* vi = d.as_object().if_contains("vi"))
           x.visit = static_cast<int>(vi->as_int64());
+        if (auto* in = d.as_object().if_contains("in"))
+          x.inputs = *in;
         c.done.push_back(std::move(x));
+      }
+    }
+    if (auto* fs = o.if_contains("frames")) {
+      for (const auto& f : fs->as_array()) {
+        Frame x;
+        x.call = static_cast<int>(f.at("c").as_int64());
+        x.values = f.at("v").as_array();
+        x.index = f.at("i").as_int64();
+        x.inputs = f.at("in");
+        x.results = f.at("r").as_array();
+        x.running = f.at("run").as_bool();
+        if (x.index < 0 || static_cast<size_t>(x.index) > x.values.size())
+          throw std::invalid_argument("frames: an item out of its list");
+        c.frames.push_back(std::move(x));
       }
     }
     if (auto* rb = o.if_contains("rb")) {

@@ -42,7 +42,19 @@ struct Done {
   json::value outputs;
   json::value value;  // the fan-out item
   bool secret = false;
-  int visit = 1;  // the visit of the state it finished in (its compensation's key)
+  int visit = 1;       // the visit of the state it finished in (its compensation's key)
+  json::value inputs;  // in a called workflow: the inputs of its call (null elsewhere)
+};
+
+// A workflow call in progress (a `call` state): which item of its list runs, with what
+// inputs, and what the finished items returned. Innermost last in Cursor::frames.
+struct Frame {
+  int call = 0;          // the call state
+  json::array values;    // for_each: the items; else one null
+  int64_t index = 0;     // the item running
+  json::value inputs;    // the called workflow's inputs for that item
+  json::array results;   // what the items before it returned
+  bool running = false;  // the item's workflow was entered (its inputs are set)
 };
 
 struct Cursor {
@@ -51,6 +63,7 @@ struct Cursor {
   json::array values;  // fan-out items of the current state (evaluated once)
   std::vector<Item> items;
   std::vector<Done> done;
+  std::vector<Frame> frames;
   bool rb_started = false;
   int rb = -1;
   Item rb_item;

@@ -321,7 +321,7 @@ std::shared_ptr<const std::vector<char>> cyclic_states(const Machine& m) {
   std::vector<std::vector<int>> out(n);
   for (size_t v = 0; v < n; ++v) {
     const State& s = m.states[v];
-    for (int w : {s.next, s.on_failure})
+    for (int w : {s.next, s.on_failure, s.body})
       if (w >= 0 && static_cast<size_t>(w) < n)
         out[v].push_back(w);
     for (const auto& c : s.choices)
@@ -405,7 +405,10 @@ workflows::Scope Stepper::scope(Run& r, const State& s, int item) {
   sc.op = &r.opv;
   sc.outputs = &r.c.outputs;
   sc.segment = s.segment;
-  if (!s.for_each.empty() && item >= 0 && static_cast<size_t>(item) < r.c.values.size()) {
+  if (const Frame* f = frame_of(r, s.owner); f != nullptr)
+    sc.inputs = &f->inputs;
+  if (s.kind == StateKind::kAction && !s.for_each.empty() && item >= 0 &&
+      static_cast<size_t>(item) < r.c.values.size()) {
     sc.item = &r.c.values[static_cast<size_t>(item)];
     sc.item_name = s.as;
     sc.item_index = item;
@@ -460,7 +463,27 @@ void Stepper::write_instance(Run& r) {
   r.pending.instances.push_back(std::move(w));
 }
 
+const Frame* Stepper::frame_of(const Run& r, int call) {
+  if (call < 0)
+    return nullptr;
+  for (auto it = r.c.frames.rbegin(); it != r.c.frames.rend(); ++it)
+    if (it->call == call)
+      return &*it;
+  return nullptr;
+}
+
 void Stepper::goto_state(Run& r, int next) {
+  // Leaving a called workflow (its call is done, or a failure went outside it): its frame
+  // goes. Going back to the call (an item returned) keeps it.
+  auto inside = [&](int state, int call) {
+    for (int x = state; x >= 0 && static_cast<size_t>(x) < r.m->states.size();
+         x = r.m->states[static_cast<size_t>(x)].owner)
+      if (x == call)
+        return true;
+    return false;
+  };
+  while (!r.c.frames.empty() && !inside(next, r.c.frames.back().call))
+    r.c.frames.pop_back();
   if (r.is_cyclic(next))
     ++r.c.visits[next];
   r.c.cur = next;
@@ -517,7 +540,16 @@ void Stepper::step_forward(Run& r) {
         goto_state(r, next);
         continue;
       }
+      case StateKind::kCall:
+        if (!step_call(r, s))
+          return;
+        continue;
       case StateKind::kSucceed:
+        if (s.owner >= 0) {
+          if (!return_from(r, s))
+            return;
+          continue;
+        }
         if (s.next >= 0) {
           goto_state(r, s.next);
           continue;
@@ -568,6 +600,115 @@ void Stepper::step_forward(Run& r) {
   }
   fail_temp(r, "", base::ErrorClass::kInvalid,
             "more than 10000 steps without a side effect: a loop of choices?", now_);
+}
+
+// A call state: starts its list (once), then runs the called workflow for each item in
+// turn, and when every item returned, keeps what they returned as its outputs. Returns true
+// when the run moved to another state.
+bool Stepper::step_call(Run& r, const State& s) {
+  const int self = r.c.cur;
+  if (r.c.frames.empty() || r.c.frames.back().call != self) {
+    Frame f;
+    f.call = self;
+    if (s.for_each_expr) {
+      auto v = workflows::evaluate(*s.for_each_expr, scope(r, s, -1));
+      if (!v.ok() || !v.value().is_array() || v.value().get_array().size() > kMaxCallItems) {
+        fail_temp(r, s.name, base::ErrorClass::kInvalid,
+                  "for_each ${" + s.for_each + "}: " +
+                      (!v.ok() ? v.status().message()
+                       : !v.value().is_array()
+                           ? std::string("not a list")
+                           : std::to_string(v.value().get_array().size()) +
+                                 " items; a call runs at most " + std::to_string(kMaxCallItems)),
+                  now_);
+        return false;
+      }
+      f.values = v.value().get_array();
+    } else {
+      f.values = json::array{nullptr};
+    }
+    r.c.frames.push_back(std::move(f));
+    r.dirty = true;
+  } else if (r.c.frames.back().running) {
+    r.c.frames.back().running = false;  // the item returned (its outputs are in results)
+    r.c.frames.back().index++;
+  }
+  Frame& f = r.c.frames.back();
+  const int item_no = s.for_each.empty() ? -1 : static_cast<int>(f.index);
+  if (static_cast<size_t>(f.index) < f.values.size()) {
+    workflows::Scope sc = scope(r, s, -1);
+    if (!s.for_each.empty()) {
+      sc.item = &f.values[static_cast<size_t>(f.index)];
+      sc.item_name = s.as;
+      sc.item_index = f.index;
+    }
+    auto in = s.with.evaluate(sc);
+    if (!in.ok() || !(in.value().is_object() || in.value().is_null()) ||
+        internal::has_sealed(in.value())) {
+      std::string msg = "inputs: " + (!in.ok() ? in.status().message()
+                                      : !in.value().is_object() && !in.value().is_null()
+                                          ? std::string("not a map")
+                                          : std::string("a sealed value could not be opened"));
+      event(r, "failed", s.name, item_no, 1, "",
+            json::object{{"class", "invalid"}, {"message", r.clean(msg)}});
+      if (s.on_failure >= 0) {
+        event(r, "on_failure", s.name, -1, 0, "",
+              json::object{{"next", r.m->states[static_cast<size_t>(s.on_failure)].name},
+                           {"class", "invalid"},
+                           {"message", r.clean(msg)}});
+        goto_state(r, s.on_failure);
+        return true;
+      }
+      fail_temp(r, s.name, base::ErrorClass::kInvalid, msg, now_);
+      return false;
+    }
+    f.inputs = in.value().is_null() ? json::value(json::object()) : std::move(in).value();
+    f.running = true;
+    r.learn_secrets(f.inputs, false);
+    event(r, "called", s.name, item_no, 0, "",
+          json::object{{"workflow", s.call}, {"inputs", r.hist(f.inputs)}});
+    goto_state(r, s.body);
+    return true;
+  }
+  json::value out = s.for_each.empty()
+                        ? (f.results.empty() ? json::value(json::object()) : f.results[0])
+                        : json::value(f.results);
+  bool secret = !r.secrets.empty() && holds_secret(out, r.secrets);
+  if (secret && std::find(r.c.secret_states.begin(), r.c.secret_states.end(), s.name) ==
+                    r.c.secret_states.end())
+    r.c.secret_states.push_back(s.name);
+  if (secret)
+    r.c.seal_body = true;
+  r.pending.outputs.push_back({r.id, s.name, json::serialize(out), secret});
+  r.c.outputs[s.name] = std::move(out);
+  goto_state(r, s.next);
+  return true;
+}
+
+// A called workflow's succeed state: its declared outputs, evaluated here, are what the
+// call's item returns; back to the call.
+bool Stepper::return_from(Run& r, const State& s) {
+  Frame* f = r.c.frames.empty() ? nullptr : &r.c.frames.back();
+  if (f == nullptr || f->call != s.owner || !f->running) {
+    fail_temp(r, s.name, base::ErrorClass::kInvalid,
+              "the operation's calls in progress do not match its machine", now_);
+    return false;
+  }
+  const State& call = r.m->states[static_cast<size_t>(s.owner)];
+  json::value out = json::object();
+  if (!call.returns.empty()) {
+    auto v = call.returns.evaluate(scope(r, s, -1));
+    if (!v.ok()) {
+      fail_temp(r, s.name, base::ErrorClass::kInvalid, "outputs: " + v.status().message(), now_);
+      return false;
+    }
+    out = std::move(v).value();
+  }
+  event(r, "returned", call.name, call.for_each.empty() ? -1 : static_cast<int>(f->index), 0, "",
+        r.hist(out));
+  f->results.push_back(std::move(out));
+  goto_state(r, s.owner);
+  return true;
 }
 
 // Returns true when the run moved to another state (keep stepping).
@@ -818,6 +959,8 @@ void Stepper::finish_item(Run& r, const State& s, int i, const actions::Outcome&
       d.visit = r.visit();
       d.value = static_cast<size_t>(i) < r.c.values.size() ? r.c.values[static_cast<size_t>(i)]
                                                            : json::value();
+      if (const Frame* f = frame_of(r, s.owner); f != nullptr)
+        d.inputs = f->inputs;  // its compensation reads the inputs of the call it ran in
       r.c.done.push_back(std::move(d));
     }
     event(r, "succeeded", s.name, item_no, it.attempt, "", std::move(shown.view));
@@ -872,6 +1015,7 @@ void Stepper::step_rollback(Run& r) {
       return;
     workflows::Scope sc = scope(r, s, -1);
     sc.self = &d.outputs;
+    sc.inputs = d.inputs.is_null() ? nullptr : &d.inputs;
     if (!s.for_each.empty()) {
       sc.item = &d.value;
       sc.item_name = s.as;

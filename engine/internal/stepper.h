@@ -30,6 +30,8 @@
 namespace engine {
 
 constexpr int kRollbackItem = -2;
+// A call's for_each runs at most this many items (each returns outputs the cursor keeps).
+constexpr size_t kMaxCallItems = 1000;
 
 // History values: secret-named fields redacted, known secrets scrubbed, long strings cut.
 // Idempotent: a value already cut is not cut again.
@@ -117,6 +119,10 @@ class Stepper {
   void goto_state(Run& r, int next);
   void step_forward(Run& r);
   bool step_action(Run& r, const workflows::State& s);
+  bool step_call(Run& r, const workflows::State& s);
+  bool return_from(Run& r, const workflows::State& s);
+  // The frame of call state `call` in progress; nullptr when none (or call < 0).
+  static const Frame* frame_of(const Run& r, int call);
   void finish_item(Run& r, const workflows::State& s, int i, const actions::Outcome& out);
   struct Shown {
     json::value view;                // what the history shows

@@ -140,7 +140,15 @@ WorkflowCheck check_workflow(const std::string& rel) {
   INFO(rel << ": operation " << op);
   REQUIRE(info != nullptr);
   WorkflowCheck c;
-  c.machine = workflows::compile_file(rel, text, op, info->hook + "_end", c.diags);
+  // A call names a file relative to the fixture's folder.
+  fs::path folder = (source_root() / rel).parent_path();
+  c.machine =
+      workflows::compile_file(rel, text, op, info->hook + "_end", c.diags,
+                              [folder](const std::string& path) -> base::Result<std::string> {
+                                if (!fs::is_regular_file(folder / path))
+                                  return base::Status::NotFound("no file \"" + path + "\"");
+                                return read(folder / path);
+                              });
   return c;
 }
 

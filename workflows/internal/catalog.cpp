@@ -503,6 +503,8 @@ std::string_view to_string(StateKind k) {
       return "succeed";
     case StateKind::kFail:
       return "fail";
+    case StateKind::kCall:
+      return "call";
   }
   return "?";
 }

@@ -21,6 +21,64 @@ constexpr const char* kWorkflowArtifactType = "vnflow.artifacts.Workflow";
 using internal::yaml_to_json;
 using K = Type::Kind;
 
+// Calls nest at most this deep, and inlining stops at this many states: a package cannot make
+// the compiler build an unbounded machine (a file that calls another twice, which calls a third
+// twice...).
+constexpr int kMaxCallDepth = 8;
+constexpr size_t kMaxStates = 10000;
+
+// A call's file, relative to the folder of the caller's file `from` (both paths in the
+// package). Empty, with `err`, when it is absolute, leaves the package or is no plain path.
+std::string resolve_call_path(const std::string& from, std::string_view target, std::string& err) {
+  bool plain = !target.empty() && target.front() != '/' && target.size() <= 1024 &&
+               std::none_of(target.begin(), target.end(), [](char c) {
+                 return c == '\\' || c == ':' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+               });
+  if (!plain) {
+    err = "is not a relative path of a file in the package";
+    return {};
+  }
+  std::vector<std::string> parts;
+  auto split = [](std::string_view p, const std::function<bool(std::string_view)>& f) {
+    size_t at = 0;
+    while (at <= p.size()) {
+      size_t end = p.find('/', at);
+      end = end == std::string_view::npos ? p.size() : end;
+      if (!f(p.substr(at, end - at)))
+        return false;
+      at = end + 1;
+    }
+    return true;
+  };
+  size_t slash = from.rfind('/');
+  split(slash == std::string::npos ? std::string_view() : std::string_view(from).substr(0, slash),
+        [&](std::string_view seg) {
+          if (!seg.empty() && seg != ".")
+            parts.emplace_back(seg);
+          return true;
+        });
+  bool inside = split(target, [&](std::string_view seg) {
+    if (seg.empty() || seg == ".")
+      return true;
+    if (seg == "..") {
+      if (parts.empty())
+        return false;
+      parts.pop_back();
+      return true;
+    }
+    parts.emplace_back(seg);
+    return true;
+  });
+  if (!inside || parts.empty()) {
+    err = "leaves the package";
+    return {};
+  }
+  std::string out;
+  for (const auto& part : parts)
+    out += (out.empty() ? "" : "/") + part;
+  return out;
+}
+
 std::optional<double> parse_duration(std::string_view s) {
   if (s.empty())
     return std::nullopt;
@@ -202,21 +260,45 @@ struct Pending {  // what the type-check pass needs of a state
   std::string short_name;
 };
 
+struct CallInfo {       // what the type check needs of a called file
+  std::string path;     // in the package
+  std::string segment;  // its states' segment: the call state's name
+  TypeRef inputs;       // object of the declared inputs
+  json::object defaults;
+  tosca::Node outputs;  // the declared outputs (a map), or none
+};
+
 class Compiler {
  public:
   Compiler(base::Diagnostics& diags, Machine& m) : diags_(diags), m_(m) {}
 
   TypeScope base_scope;
+  // Reads the files calls name; how diagnostics name a file of the package.
+  FileReader reader;
+  std::function<std::string(const std::string&)> display;
 
-  // Adds one file's states; returns the index of its start state, or -1.
-  int add_segment(const std::string& segment, tosca::Node root) {
+  // Adds one file's states (and, after them, those of the files it calls); returns the index
+  // of its start state, or -1. `path`: the file's path in the package, which its calls are
+  // relative to. `owner`: the call state that runs this file (-1: a hook or built-in steps).
+  int add_segment(const std::string& segment, tosca::Node root, const std::string& path = {},
+                  int owner = -1, int depth = 0) {
     if (!root.is_map()) {
       diags_.error("W0001", root.location(), "a workflow is a map with \"start\" and \"states\"");
       return -1;
     }
     static const std::vector<std::string> kTop = {"description", "start", "states"};
-    for (size_t i = 0; i < root.size(); ++i)
-      unknown_key(root.key(i), kTop, "workflow");
+    static const std::vector<std::string> kCalled = {"description", "start", "states", "inputs",
+                                                     "outputs"};
+    for (size_t i = 0; i < root.size(); ++i) {
+      std::string_view k = root.key(i).scalar();
+      if (owner < 0 && (k == "inputs" || k == "outputs"))
+        diags_.error("W0046", root.key(i).location(),
+                     "\"" + std::string(k) +
+                         "\" belongs to a workflow that a state calls; a hook's inputs are the "
+                         "request (request.additionalParams)");
+      else
+        unknown_key(root.key(i), owner < 0 ? kTop : kCalled, "workflow");
+    }
     tosca::Node states = root.get("states");
     if (!states || !states.is_map() || states.size() == 0) {
       diags_.error("W0003", states ? states.location() : root.location(),
@@ -241,13 +323,19 @@ class Compiler {
       s.name = segment + "." + name;
       s.segment = segment;
       s.where = key.location();
+      s.owner = owner;
       local[name] = static_cast<int>(m_.states.size());
       m_.states.push_back(std::move(s));
       pending_.push_back({states.value(i), name});
     }
     segments_[segment] = local;
-    for (size_t i = first; i < m_.states.size(); ++i)
+    size_t last = m_.states.size();
+    for (size_t i = first; i < last; ++i)
       parse_state(i, local);
+    for (size_t i = first; i < last; ++i) {
+      if (m_.states[i].kind == StateKind::kCall && !m_.states[i].call.empty())
+        expand_call(i, path, depth + 1);
+    }
     tosca::Node start = root.get("start");
     parsing_segment_ = segment;
     if (!start) {
@@ -258,6 +346,173 @@ class Compiler {
     if (first_state >= 0)
       segment_starts_.insert(first_state);
     return first_state;
+  }
+
+  // Inlines the file call state `i` names: its states get the call's name as their segment
+  // and go back to the call when they succeed; its declared inputs and outputs are kept for
+  // the type check.
+  void expand_call(size_t i, const std::string& from, int depth) {
+    const std::string caller_segment = m_.states[i].segment;
+    tosca::Node cn = pending_[i].node.get("call");
+    const std::string target = m_.states[i].call;
+    const std::string who =
+        "state \"" + pending_[i].short_name + "\" calls \"" + base::printable(target) + "\"";
+    parsing_segment_ = caller_segment;
+    if (!reader) {
+      cut_error("W0046", cn.location(),
+                who +
+                    ": a call is compiled with its package (vnflow workflow show PACKAGE --op "
+                    "OP), or with `workflow check` on the file in its folder");
+      return;
+    }
+    std::string err;
+    std::string path = resolve_call_path(from, target, err);
+    if (path.empty()) {
+      cut_error("W0046", cn.location(), who + ", which " + err);
+      return;
+    }
+    if (std::find(call_stack_.begin(), call_stack_.end(), path) != call_stack_.end()) {
+      std::string chain;
+      for (const auto& c : call_stack_)
+        chain += c + " -> ";
+      cut_error("W0046", cn.location(),
+                who + ", which is already running: " + chain + path +
+                    " (a workflow may not call itself, directly or through others)");
+      return;
+    }
+    if (depth > kMaxCallDepth) {
+      cut_error("W0046", cn.location(),
+                who + ": calls nest at most " + std::to_string(kMaxCallDepth) + " deep");
+      return;
+    }
+    if (m_.states.size() > kMaxStates) {
+      cut_error("W0046", cn.location(),
+                who + ": the operation already has " + std::to_string(m_.states.size()) +
+                    " states with the calls inlined; at most " + std::to_string(kMaxStates));
+      return;
+    }
+    auto text = reader(path);
+    if (!text.ok()) {
+      cut_error("W0046", cn.location(), who + ": " + text.status().message());
+      return;
+    }
+    auto file = tosca::parse_yaml_file(display ? display(path) : path, text.value(),
+                                       tosca::Limits{}, diags_);
+    if (file == nullptr) {
+      cut_segments_.insert(caller_segment);
+      return;
+    }
+    files_.push_back(file);
+    tosca::Node root = file->root();
+    CallInfo info;
+    info.path = path;
+    info.segment = m_.states[i].name;
+    if (root.is_map())
+      declarations(root, info);
+    size_t first = m_.states.size();
+    call_stack_.push_back(path);
+    int body = add_segment(info.segment, root, path, static_cast<int>(i), depth);
+    call_stack_.pop_back();
+    parsing_segment_ = caller_segment;
+    State& call = m_.states[i];
+    call.body = body;
+    if (body < 0)
+      cut_segments_.insert(caller_segment);
+    for (size_t j = first; j < m_.states.size(); ++j) {
+      State& st = m_.states[j];
+      if (st.segment == info.segment && st.kind == StateKind::kSucceed)
+        st.next = static_cast<int>(i);
+      // A failure the called file does not handle goes where the call's own would.
+      if ((st.kind == StateKind::kAction || st.kind == StateKind::kCall) && st.on_failure < 0)
+        st.on_failure = call.on_failure;
+    }
+    // The declared defaults, then what the call gives.
+    json::object merged = info.defaults;
+    tosca::Node with = pending_[i].node.get("with");
+    for (size_t k = 0; with && with.is_map() && k < with.size(); ++k)
+      merged[with.key(k).scalar()] = yaml_to_json(with.value(k));
+    auto t = Template::parse(json::value(std::move(merged)));
+    if (t.ok())
+      call.with = std::move(t).value();
+    calls_[static_cast<int>(i)] = std::move(info);
+  }
+
+  // A called file's `inputs` (name: {type, default, required, description}) and `outputs`.
+  void declarations(tosca::Node root, CallInfo& info) {
+    std::vector<Field> fields;
+    auto good_name = [](std::string_view n) {
+      return !n.empty() && std::all_of(n.begin(), n.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+      });
+    };
+    if (tosca::Node in = root.get("inputs")) {
+      if (!in.is_map())
+        diags_.error("W0001", in.location(),
+                     "\"inputs\" is a map: name -> {type, default, required, description}");
+      for (size_t k = 0; in.is_map() && k < in.size(); ++k) {
+        std::string name(in.key(k).scalar());
+        tosca::Node d = in.value(k);
+        if (!good_name(name)) {
+          diags_.error("W0002", in.key(k).location(),
+                       "input name \"" + base::printable(name) +
+                           "\" must be letters, digits or \"_\" (expressions read it as inputs." +
+                           base::printable(name) + ")");
+          continue;
+        }
+        if (!d.is_map() || !d.get("type")) {
+          diags_.error("W0001", d.location(),
+                       "input \"" + name +
+                           "\" is a map with \"type\" (and default, required, "
+                           "description)");
+          continue;
+        }
+        static const std::vector<std::string> kInput = {"type", "default", "required",
+                                                        "description"};
+        for (size_t j = 0; j < d.size(); ++j)
+          unknown_key(d.key(j), kInput, "input");
+        TypeRef t = parse_type_name(d.get("type").scalar(), [](std::string_view n) {
+          return ActionCatalog::builtin().type(n);
+        });
+        if (t == nullptr) {
+          diags_.error("W0013", d.get("type").location(),
+                       "unknown type \"" + base::printable(std::string(d.get("type").scalar())) +
+                           "\" (string, integer, number, boolean, any, list(T), map(T))");
+          t = any_type();
+        }
+        bool required = true;
+        if (tosca::Node dv = d.get("default")) {
+          json::value v = yaml_to_json(dv);
+          std::vector<std::string> problems;
+          check_value(v, *t, "default", problems);
+          for (const auto& pr : problems)
+            diags_.error("W0013", dv.location(), "input \"" + name + "\": " + pr);
+          info.defaults[name] = std::move(v);
+          required = false;
+        }
+        if (tosca::Node r = d.get("required")) {
+          json::value v = yaml_to_json(r);
+          if (!v.is_bool())
+            diags_.error("W0013", r.location(), "\"required\" is true or false");
+          else
+            required = v.get_bool() && !d.get("default");
+        }
+        fields.emplace_back(name, t, required, std::string(d.get("description").scalar()));
+      }
+    }
+    info.inputs = object_type("inputs of " + info.path, std::move(fields));
+    if (tosca::Node out = root.get("outputs")) {
+      if (!out.is_map()) {
+        diags_.error("W0001", out.location(), "\"outputs\" is a map: name -> value");
+      } else {
+        for (size_t k = 0; k < out.size(); ++k) {
+          if (!good_name(out.key(k).scalar()))
+            diags_.error("W0002", out.key(k).location(),
+                         "output name \"" + base::printable(std::string(out.key(k).scalar())) +
+                             "\" must be letters, digits or \"_\"");
+        }
+        info.outputs = out;
+      }
+    }
   }
 
   // Links a segment's final succeed states to the start of the next segment.
@@ -347,6 +602,13 @@ class Compiler {
     for (size_t k = 0; k < n; ++k) {
       const State& st = m_.states[k];
       if (st.kind == StateKind::kAction) {
+        edge(k, static_cast<int>(n + k));
+        edge(n + k, st.next);
+        edge(k, st.on_failure);
+      } else if (st.kind == StateKind::kCall) {
+        // The call's outputs exist once it is left for `next`: after its last item returned
+        // (or at once for an empty list).
+        edge(k, st.body);
         edge(k, static_cast<int>(n + k));
         edge(n + k, st.next);
         edge(k, st.on_failure);
@@ -476,20 +738,62 @@ class Compiler {
         out = make_type(K::kList, out);
       outputs[o.segment][short_name(k)] = {static_cast<int>(k), out};
     }
+    // States whose success node dominates state i (i reachable; i < n never equals it).
+    // A state a cut made unreachable has no known order: no W0021 for it. (For a state
+    // still reached, the missing transition could only add paths: its W0021 stands.)
+    auto ran_before = [&tin, &tout, n, cut = !cut_segments_.empty()](size_t i, int k) {
+      if (cut && tin[i] < 0)
+        return true;
+      size_t x = n + static_cast<size_t>(k);
+      return tin[i] >= 0 && tin[x] >= 0 && tin[x] <= tin[i] && tout[i] <= tout[x];
+    };
+    // The calls' outputs, innermost first (a called file's states follow its call's): each
+    // declared output is checked where the called file succeeds, in every one of its succeed
+    // states, and its type is the call's output type.
+    for (size_t k = n; k-- > 0;) {
+      if (m_.states[k].kind != StateKind::kCall)
+        continue;
+      auto ci = calls_.find(static_cast<int>(k));
+      if (ci == calls_.end()) {  // its file could not be read (W0046): no more errors from it
+        outputs[m_.states[k].segment][short_name(k)] = {static_cast<int>(k), any_type()};
+        continue;
+      }
+      State& call = m_.states[k];
+      std::vector<size_t> rets;
+      for (size_t j = k + 1; j < n; ++j)
+        if (m_.states[j].segment == ci->second.segment && m_.states[j].kind == StateKind::kSucceed)
+          rets.push_back(j);
+      std::vector<Field> fields;
+      tosca::Node out = ci->second.outputs;
+      if (out && !rets.empty()) {
+        TypeScope scope = base_scope;
+        scope.states = &outputs[ci->second.segment];
+        scope.inputs = ci->second.inputs;
+        scope.ran_before = [&ran_before, &rets](int x) {
+          return std::all_of(rets.begin(), rets.end(), [&](size_t r) { return ran_before(r, x); });
+        };
+        for (size_t j = 0; j < out.size(); ++j) {
+          std::string name(out.key(j).scalar());
+          TypeRef t = check_template(out.value(j), any_type(), scope, "output \"" + name + "\"");
+          fields.emplace_back(name, t, true);
+        }
+        auto t = make_template(out);
+        if (t.ok())
+          call.returns = std::move(t).value();
+      }
+      TypeRef type = object_type("outputs of " + ci->second.path, std::move(fields));
+      if (!call.for_each.empty())
+        type = make_type(K::kList, type);
+      outputs[call.segment][short_name(k)] = {static_cast<int>(k), type};
+    }
     for (size_t i = 0; i < n; ++i) {
       State& s = m_.states[i];
       TypeScope scope = base_scope;
       scope.states = &outputs[s.segment];
       scope.self_index = static_cast<int>(i);
-      // States whose success node dominates state i (i reachable; i < n never equals it).
-      // A state a cut made unreachable has no known order: no W0021 for it. (For a state
-      // still reached, the missing transition could only add paths: its W0021 stands.)
-      scope.ran_before = [&tin, &tout, n, i, cut = !cut_segments_.empty()](int k) {
-        if (cut && tin[i] < 0)
-          return true;
-        size_t x = n + static_cast<size_t>(k);
-        return tin[i] >= 0 && tin[x] >= 0 && tin[x] <= tin[i] && tout[i] <= tout[x];
-      };
+      if (auto ci = calls_.find(s.owner); ci != calls_.end())
+        scope.inputs = ci->second.inputs;
+      scope.ran_before = [&ran_before, i](int k) { return ran_before(i, k); };
       check_state(i, s, scope);
     }
   }
@@ -605,6 +909,8 @@ class Compiler {
 
   static std::vector<int> edges(const State& s) {
     std::vector<int> out;
+    if (s.body >= 0)
+      out.push_back(s.body);
     if (s.next >= 0)
       out.push_back(s.next);
     if (s.on_failure >= 0)
@@ -675,7 +981,8 @@ class Compiler {
       cut_error("W0001", n.location(), "a state is a map (action, choice, wait, succeed or fail)");
       return;
     }
-    static const std::vector<std::string> kKinds = {"action", "choice", "wait", "succeed", "fail"};
+    static const std::vector<std::string> kKinds = {"action",  "choice", "wait",
+                                                    "succeed", "fail",   "call"};
     std::vector<std::string> kinds;
     for (const auto& k : kKinds) {
       if (n.get(k))
@@ -684,7 +991,7 @@ class Compiler {
     if (kinds.size() != 1) {
       cut_error("W0032", s.where,
                 kinds.empty() ? "state \"" + pending_[i].short_name +
-                                    "\" needs one of action, choice, wait, succeed, fail"
+                                    "\" needs one of action, choice, wait, succeed, fail, call"
                               : "state \"" + pending_[i].short_name + "\" has both \"" + kinds[0] +
                                     "\" and \"" + kinds[1] + "\"");
       return;
@@ -698,6 +1005,13 @@ class Compiler {
       allowed.push_back("default");
     else if (kind == "wait")
       allowed.push_back("next");
+    else if (kind == "call")
+      allowed.insert(allowed.end(),
+                     {"with", "for_each", "as", "next", "on_failure", "parallelism"});
+    if (kind == "call" && n.get("parallelism"))
+      diags_.error("W0002", n.get("parallelism").location(),
+                   "a call runs its items one after the other: \"parallelism\" is an action's "
+                   "(a called file can fan out within each item)");
     for (size_t k = 0; k < n.size(); ++k)
       unknown_key(n.key(k), allowed, (kind + " state").c_str());
     s.description = std::string(n.get("description").scalar());
@@ -766,12 +1080,7 @@ class Compiler {
           s.compensate = std::move(comp);
         }
       }
-      if (tosca::Node nx = n.get("next"))
-        s.next = target(nx, local);
-      else
-        cut_error("W0003", s.where, "state \"" + pending_[i].short_name + "\" needs \"next\"");
-      if (tosca::Node f = n.get("on_failure"))
-        s.on_failure = target(f, local);
+      next_and_on_failure(i, n, local);
     } else if (kind == "choice") {
       s.kind = StateKind::kChoice;
       tosca::Node list = n.get("choice");
@@ -804,11 +1113,37 @@ class Compiler {
         s.next = target(nx, local);
       else
         cut_error("W0003", s.where, "state \"" + pending_[i].short_name + "\" needs \"next\"");
+    } else if (kind == "call") {
+      s.kind = StateKind::kCall;
+      tosca::Node c = n.get("call");
+      if (!c.is_scalar() || c.scalar().empty())
+        cut_error("W0001", c.location(), "\"call\" names a workflow file of the package");
+      else
+        s.call = std::string(c.scalar());
+      if (tosca::Node fe = n.get("for_each")) {
+        s.for_each = std::string(fe.scalar());
+        if (tosca::Node as = n.get("as"))
+          s.as = std::string(as.scalar());
+      } else if (n.get("as")) {
+        diags_.error("W0002", n.get("as").location(), "\"as\" only applies with \"for_each\"");
+      }
+      next_and_on_failure(i, n, local);
     } else if (kind == "succeed") {
       s.kind = StateKind::kSucceed;
     } else {
       s.kind = StateKind::kFail;
     }
+  }
+
+  // An action's or a call's `next` (required) and `on_failure`.
+  void next_and_on_failure(size_t i, tosca::Node n, const std::map<std::string, int>& local) {
+    State& s = m_.states[i];
+    if (tosca::Node nx = n.get("next"))
+      s.next = target(nx, local);
+    else
+      cut_error("W0003", s.where, "state \"" + pending_[i].short_name + "\" needs \"next\"");
+    if (tosca::Node f = n.get("on_failure"))
+      s.on_failure = target(f, local);
   }
 
   void parse_retry(tosca::Node r, RetryPolicy& p) {
@@ -1091,36 +1426,55 @@ class Compiler {
     return Template::parse(n ? yaml_to_json(n) : json::value());
   }
 
+  // A fan-out's list (an action's, a call's): one expression giving a list; its items are
+  // `as` (and `index`) in the state's scope.
+  void check_for_each(tosca::Node n, State& s, TypeScope& scope) {
+    tosca::Node fe = n.get("for_each");
+    TypeRef lt = check_template(fe, any_type(), scope, "for_each");
+    bool whole = fe.is_scalar() && fe.scalar().size() > 3 && fe.scalar().substr(0, 2) == "${" &&
+                 fe.scalar().back() == '}';
+    if (!whole) {
+      diags_.error("W0022", fe.location(), "for_each needs one expression, ${...}, giving a list");
+    } else if (lt->kind != K::kList && lt->kind != K::kAny) {
+      diags_.error("W0022", fe.location(), "for_each runs over a list; this is " + to_string(*lt));
+    } else {
+      std::string err;
+      uint32_t off = 0;
+      s.for_each = std::string(fe.scalar().substr(2, fe.scalar().size() - 3));
+      s.for_each_expr = Expr::parse(s.for_each, &err, &off);
+    }
+    scope.item_from_request = s.for_each_expr && carries_request_text(*s.for_each_expr, scope);
+    scope.item_name = s.as;
+    scope.item = lt->kind == K::kList ? lt->elem : any_type();
+    if (is_scope_name(s.as))
+      diags_.error("W0002", n.get("as") ? n.get("as").location() : fe.location(),
+                   "\"as: " + s.as + "\" hides a name expressions use; pick another");
+  }
+
   void check_state(size_t i, State& s, TypeScope& scope) {
     tosca::Node n = pending_[i].node;
     if (!n.is_map())
       return;
     const std::string who = "state \"" + pending_[i].short_name + "\"";
-    if (s.kind == StateKind::kAction) {
-      const ActionSpec* spec = ActionCatalog::builtin().find(s.action);
-      if (tosca::Node fe = n.get("for_each")) {
-        TypeRef lt = check_template(fe, any_type(), scope, "for_each");
-        bool whole = fe.is_scalar() && fe.scalar().size() > 3 && fe.scalar().substr(0, 2) == "${" &&
-                     fe.scalar().back() == '}';
-        if (!whole) {
-          diags_.error("W0022", fe.location(),
-                       "for_each needs one expression, ${...}, giving a list");
-        } else if (lt->kind != K::kList && lt->kind != K::kAny) {
-          diags_.error("W0022", fe.location(),
-                       "for_each runs over a list; this is " + to_string(*lt));
-        } else {
-          std::string err;
-          uint32_t off = 0;
-          s.for_each = std::string(fe.scalar().substr(2, fe.scalar().size() - 3));
-          s.for_each_expr = Expr::parse(s.for_each, &err, &off);
-        }
-        scope.item_from_request = s.for_each_expr && carries_request_text(*s.for_each_expr, scope);
-        scope.item_name = s.as;
-        scope.item = lt->kind == K::kList ? lt->elem : any_type();
-        if (is_scope_name(s.as))
-          diags_.error("W0002", n.get("as") ? n.get("as").location() : fe.location(),
-                       "\"as: " + s.as + "\" hides a name expressions use; pick another");
+    if (s.kind == StateKind::kCall) {
+      if (n.get("for_each"))
+        check_for_each(n, s, scope);
+      auto ci = calls_.find(static_cast<int>(i));
+      tosca::Node with = n.get("with");
+      if (with && !with.is_map()) {
+        diags_.error("W0013", with.location(), "\"with\" is a map of the called workflow's inputs");
+      } else if (ci != calls_.end() && with) {
+        check_template(with, ci->second.inputs, scope, "the call of " + ci->second.path);
+      } else if (ci != calls_.end()) {
+        for (const auto& f : ci->second.inputs->fields)
+          if (f.required)
+            diags_.error("W0012", s.where,
+                         who + ": " + ci->second.path + " needs input \"" + f.name + "\"");
       }
+    } else if (s.kind == StateKind::kAction) {
+      const ActionSpec* spec = ActionCatalog::builtin().find(s.action);
+      if (n.get("for_each"))
+        check_for_each(n, s, scope);
       if (spec != nullptr)
         check_inputs(n.get("with"), *spec, scope, s.where, who);
       auto t = make_template(n.get("with"));
@@ -1198,6 +1552,11 @@ class Compiler {
   std::string parsing_segment_;
   std::set<int> segment_starts_;  // each file's start state
   std::vector<std::vector<int>> succ_, pred_;
+  // Called files: kept alive (Nodes point into them), the chain being inlined, and each call
+  // state's callee.
+  std::vector<std::shared_ptr<const tosca::YamlFile>> files_;
+  std::vector<std::string> call_stack_;
+  std::map<int, CallInfo> calls_;
 };
 
 TypeScope make_base_scope(std::string_view operation, TypeRef vnfd) {
@@ -1268,6 +1627,12 @@ std::shared_ptr<const Machine> compile(const tosca::Package& pkg, const CompileO
 
   Compiler c(diags, *m);
   c.base_scope = make_base_scope(op->name, vnfd_type);
+  c.reader = [&pkg](const std::string& path) -> base::Result<std::string> {
+    if (!std::binary_search(pkg.files.begin(), pkg.files.end(), path))
+      return base::Status::NotFound("no file \"" + base::printable(path) + "\" in the package");
+    return pkg.read_file(path);
+  };
+  c.display = [&pkg](const std::string& path) { return pkg.display(path); };
   // Keep every parsed file alive until the machine is built: Nodes point into them.
   std::vector<std::shared_ptr<const tosca::YamlFile>> files;
   std::vector<std::pair<std::string, int>> starts;  // segment, start index
@@ -1308,7 +1673,7 @@ std::shared_ptr<const Machine> compile(const tosca::Package& pkg, const CompileO
     if (file == nullptr)
       return;
     files.push_back(file);
-    int start = c.add_segment(hook, file->root());
+    int start = c.add_segment(hook, file->root(), art.path);
     starts.emplace_back(hook, start);
   };
 
@@ -1339,11 +1704,16 @@ std::shared_ptr<const Machine> compile(const tosca::Package& pkg, const CompileO
 
 std::shared_ptr<const Machine> compile_file(std::string display, std::string_view text,
                                             std::string_view operation, std::string_view segment,
-                                            base::Diagnostics& diags) {
+                                            base::Diagnostics& diags, const FileReader& reader) {
   auto m = std::make_shared<Machine>();
   m->operation = std::string(operation);
   m->vnfd = json::object();
   size_t errors_before = diags.error_count();
+  // Calls are relative to the file's folder: the reader's root.
+  std::string dir;
+  if (size_t slash = display.rfind('/'); slash != std::string::npos)
+    dir = display.substr(0, slash + 1);
+  std::string own = display.substr(dir.size());
   auto file = tosca::parse_yaml_file(std::move(display), text, tosca::Limits{}, diags);
   if (file == nullptr)
     return nullptr;
@@ -1351,7 +1721,11 @@ std::shared_ptr<const Machine> compile_file(std::string display, std::string_vie
   c.base_scope = make_base_scope(operation, any_type());
   if (c.base_scope.request == nullptr)
     c.base_scope.request = any_type();
-  m->start = c.add_segment(std::string(segment), file->root());
+  if (reader) {
+    c.reader = reader;
+    c.display = [dir](const std::string& path) { return dir + path; };
+  }
+  m->start = c.add_segment(std::string(segment), file->root(), own);
   if (m->start < 0)
     return nullptr;
   c.check_graph();

@@ -1003,6 +1003,8 @@ base::Result<const json::value*> resolve(const Expr& e, const Scope& s, json::va
         v = s.op;
       else if (e.name == "self")
         v = s.self;
+      else if (e.name == "inputs")
+        v = s.inputs;
       else if (!s.item_name.empty() && e.name == s.item_name)
         v = s.item;
       else if (!s.item_name.empty() && e.name == "index")
@@ -1273,6 +1275,8 @@ class Checker {
       return s_.op;
     if (n == "self" && s_.self)
       return s_.self;
+    if (n == "inputs" && s_.inputs)
+      return s_.inputs;
     if (!s_.item_name.empty() && n == s_.item_name)
       return s_.item ? s_.item : prim(K::kAny);
     if (!s_.item_name.empty() && n == "index")
@@ -1286,6 +1290,8 @@ class Checker {
       names.push_back(b.name);
     if (s_.self)
       names.push_back("self");
+    if (s_.inputs)
+      names.push_back("inputs");
     if (!s_.item_name.empty()) {
       names.push_back(s_.item_name);
       names.push_back("index");
@@ -1295,6 +1301,8 @@ class Checker {
       msg = "\"index\" is only defined in a for_each state (the item's position)";
     if (n == "self")
       msg = "\"self\" is only defined in a compensation";
+    if (n == "inputs")
+      msg = "\"inputs\" is only defined in a workflow that a state calls (its declared inputs)";
     std::string hint = base::closest_match(n, names);
     if (!hint.empty())
       msg += "; did you mean \"" + hint + "\"?";
@@ -1617,7 +1625,7 @@ base::Result<json::value> evaluate(const Expr& e, const Scope& scope) {
 
 bool is_scope_name(std::string_view n) {
   return n == "request" || n == "instance" || n == "vnfd" || n == "op" || n == "states" ||
-         n == "self" || n == "index";
+         n == "self" || n == "index" || n == "inputs";
 }
 
 TypeRef check_expr(const Expr& e, const TypeScope& scope, std::vector<TypeError>& errors) {
@@ -1655,7 +1663,8 @@ bool carries_request_text(const Expr& e, const TypeScope& scope) {
     case Expr::Op::kRoot:
       if (const TypeScope::Bound* b = scope.find_bound(e.name))
         return b->from_request;
-      return e.name == "request" ||
+      // A called workflow's inputs may be anything its caller passed, request text included.
+      return e.name == "request" || e.name == "inputs" ||
              (!scope.item_name.empty() && e.name == scope.item_name && scope.item_from_request);
     case Expr::Op::kField:
       if (e.kids[0]->op == Expr::Op::kRoot && e.kids[0]->name == "states")

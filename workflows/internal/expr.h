@@ -88,7 +88,8 @@ struct TypeScope {
   int self_index = -1;
   std::string item_name;  // fan-out variable, "" outside a fan-out
   TypeRef item;
-  TypeRef self;  // in a compensation
+  TypeRef self;    // in a compensation
+  TypeRef inputs;  // in a called workflow: its declared inputs (an object)
   // The fan-out list is read from the request, so each item is a request value.
   bool item_from_request = false;
   // Names map() and filter() bind to the element at hand, innermost last, with their types

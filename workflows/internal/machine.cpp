@@ -132,6 +132,19 @@ json::value Machine::to_json() const {
       o["wait"] = s.wait_seconds.source();
     if (s.kind == StateKind::kFail)
       o["message"] = s.message.source();
+    if (s.kind == StateKind::kCall) {
+      o["call"] = s.call;
+      o["with"] = s.with.source();
+      if (!s.for_each.empty()) {
+        o["for_each"] = s.for_each;
+        o["as"] = s.as;
+      }
+      o["body"] = name_at(*this, s.body);
+      if (!s.returns.empty())
+        o["returns"] = s.returns.source();
+    }
+    if (s.owner >= 0)
+      o["owner"] = name_at(*this, s.owner);
     if (s.next >= 0)
       o["next"] = name_at(*this, s.next);
     if (s.on_failure >= 0)
@@ -187,6 +200,7 @@ base::Result<std::shared_ptr<const Machine>> Machine::from_json(const json::valu
              : kind == "choice"  ? StateKind::kChoice
              : kind == "wait"    ? StateKind::kWait
              : kind == "succeed" ? StateKind::kSucceed
+             : kind == "call"    ? StateKind::kCall
                                  : StateKind::kFail;
     s.action = str(so, "action");
     if (const json::value* w = so.if_contains("with")) {
@@ -259,6 +273,17 @@ base::Result<std::shared_ptr<const Machine>> Machine::from_json(const json::valu
     }
     s.next = idx(so, "next");
     s.on_failure = idx(so, "on_failure");
+    s.call = str(so, "call");
+    s.body = idx(so, "body");
+    s.owner = idx(so, "owner");
+    if (s.kind == StateKind::kCall && s.body < 0)
+      return bad(s.name + ": a call without its workflow's states");
+    if (const json::value* rt = so.if_contains("returns")) {
+      auto t = Template::parse(*rt);
+      if (!t.ok())
+        return bad(s.name + ": returns: " + t.status().message());
+      s.returns = std::move(t).value();
+    }
     if (const json::value* w = so.if_contains("where"); w != nullptr && w->is_object()) {
       s.where.file = str(w->get_object(), "file");
       s.where.line = static_cast<uint32_t>(num(w->get_object(), "line", 0));
@@ -323,21 +348,31 @@ std::string render(const Machine& m, Format f) {
         }
         if (s.kind == StateKind::kWait)
           o << " " << json::serialize(s.wait_seconds.source());
+        if (s.kind == StateKind::kCall)
+          o << " " << s.call
+            << (s.for_each.empty()
+                    ? ""
+                    : " for each " + s.as + " in ${" + s.for_each + "}, one after the other");
         o << "\n";
         if (!s.description.empty())
           o << "      " << one_line(s.description) << "\n";
         for (const auto& c : s.choices)
           o << "      when ${" << c.condition << "} -> " << name_at(m, c.next) << "\n";
+        if (s.body >= 0)
+          o << "      runs -> " << name_at(m, s.body) << "\n";
         if (s.next >= 0)
-          o << "      " << (s.kind == StateKind::kChoice ? "otherwise" : "next") << " -> "
-            << name_at(m, s.next) << "\n";
+          o << "      "
+            << (s.kind == StateKind::kChoice                    ? "otherwise"
+                : s.kind == StateKind::kSucceed && s.owner >= 0 ? "returns"
+                                                                : "next")
+            << " -> " << name_at(m, s.next) << "\n";
         if (s.on_failure >= 0)
           o << "      on failure -> " << name_at(m, s.on_failure) << "\n";
         if (s.kind == StateKind::kSucceed && s.next < 0)
           o << "      -> COMPLETED\n";
         if (s.kind == StateKind::kFail)
           o << "      -> FAILED_TEMP\n";
-        if (s.kind == StateKind::kAction && s.on_failure < 0)
+        if ((s.kind == StateKind::kAction || s.kind == StateKind::kCall) && s.on_failure < 0)
           o << "      on failure -> FAILED_TEMP\n";
       }
       break;
@@ -371,6 +406,8 @@ std::string render(const Machine& m, Format f) {
           std::string label = s->name.substr(s->segment.size() + 1);
           if (s->kind == StateKind::kAction)
             label += "\n" + s->action + (s->for_each.empty() ? "" : " (for each)");
+          else if (s->kind == StateKind::kCall)
+            label += "\ncall " + s->call + (s->for_each.empty() ? "" : " (for each)");
           else
             label += "\n" + std::string(to_string(s->kind));
           o << "    " << dot_id(s->name) << " [label=" << dot_id(label) << "];\n";
@@ -388,11 +425,15 @@ std::string render(const Machine& m, Format f) {
             o << "  " << dot_id(s.name) << " -> " << dot_id(name_at(m, c.next))
               << " [label=" << dot_id(one_line(c.condition) + (only < 0 ? "" : " (this flavour)"))
               << "];\n";
+        if (s.body >= 0)
+          o << "  " << dot_id(s.name) << " -> " << dot_id(name_at(m, s.body))
+            << " [label=\"call\"];\n";
         if (s.next >= 0 && (only < 0 || only == s.next))
           o << "  " << dot_id(s.name) << " -> " << dot_id(name_at(m, s.next))
-            << (s.kind != StateKind::kChoice ? ""
-                : only < 0                   ? " [label=\"otherwise\"]"
-                                             : " [label=\"otherwise (this flavour)\"]")
+            << (s.kind == StateKind::kSucceed && s.owner >= 0 ? " [label=\"return\"]"
+                : s.kind != StateKind::kChoice                ? ""
+                : only < 0                                    ? " [label=\"otherwise\"]"
+                           : " [label=\"otherwise (this flavour)\"]")
             << ";\n";
         if (s.on_failure >= 0)
           o << "  " << dot_id(s.name) << " -> " << dot_id(name_at(m, s.on_failure))
@@ -438,6 +479,8 @@ std::string render(const Machine& m, Format f) {
         for (const auto& c : s.choices)
           o << "  " << id << " --> " << mermaid_id(name_at(m, c.next)) << ": "
             << one_line(c.condition) << "\n";
+        if (s.body >= 0)
+          o << "  " << id << " --> " << mermaid_id(name_at(m, s.body)) << ": call\n";
         if (s.next >= 0)
           o << "  " << id << " --> " << mermaid_id(name_at(m, s.next))
             << (s.kind == StateKind::kChoice ? ": otherwise" : "") << "\n";

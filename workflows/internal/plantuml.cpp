@@ -7,7 +7,9 @@
 // `==` sections, failure paths and compensations as notes.
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -156,14 +158,26 @@ std::string render_plantuml(const Machine& m) {
 
   // Every reachable state once: the main path first (next edges, or the branch a choice
   // always takes), then the others in order.
+  // A call's file is drawn inside its call, as a group (a loop for each item) that ends at
+  // the entry -1 - call.
   std::vector<bool> seen(n, false);
   std::vector<int> order;
-  for (int i = m.start; i >= 0 && static_cast<size_t>(i) < n && !seen[static_cast<size_t>(i)];) {
-    seen[static_cast<size_t>(i)] = true;
-    order.push_back(i);
-    int f = fixed[static_cast<size_t>(i)];
-    i = f >= 0 ? f : m.states[static_cast<size_t>(i)].next;
-  }
+  std::set<int> grouped;
+  std::function<void(int)> walk = [&](int i) {
+    while (i >= 0 && static_cast<size_t>(i) < n && !seen[static_cast<size_t>(i)]) {
+      seen[static_cast<size_t>(i)] = true;
+      order.push_back(i);
+      const State& s = m.states[static_cast<size_t>(i)];
+      if (s.kind == StateKind::kCall && s.body >= 0) {
+        grouped.insert(i);
+        walk(s.body);
+        order.push_back(-1 - i);
+      }
+      int f = fixed[static_cast<size_t>(i)];
+      i = f >= 0 ? f : s.next;
+    }
+  };
+  walk(m.start);
   bool off_path = false;
   for (size_t i = 0; i < n; ++i) {
     if (!seen[i] && reach[i])
@@ -171,17 +185,21 @@ std::string render_plantuml(const Machine& m) {
   }
   std::string segment;
   for (size_t k = 0; k < order.size(); ++k) {
+    if (order[k] < 0) {
+      o << "end\n";
+      continue;
+    }
     const State& s = m.states[static_cast<size_t>(order[k])];
     if (!off_path && !seen[static_cast<size_t>(order[k])]) {
       off_path = true;
       o << "== off the main path (choices, failure paths) ==\n";
       segment.clear();
-    } else if (!off_path && s.segment != segment) {
+    } else if (!off_path && s.owner < 0 && s.segment != segment) {
       segment = s.segment;
       bool builtin = segment == m.operation;
       o << "== " << label(segment) << (builtin ? " (built-in steps)" : " (hook)") << " ==\n";
     }
-    std::string short_name = s.name.substr(s.name.find('.') + 1);
+    std::string short_name = s.name.substr(s.segment.size() + 1);
     std::string what = short_name + (s.description.empty() ? "" : ": " + s.description);
     switch (s.kind) {
       case StateKind::kAction: {
@@ -229,6 +247,18 @@ std::string render_plantuml(const Machine& m) {
       }
       case StateKind::kWait:
         o << "vnflow -> vnflow : " << label(what) << " (a durable wait)\n";
+        break;
+      case StateKind::kCall:
+        if (grouped.count(order[k]))
+          o << (s.for_each.empty() ? "group "
+                                   : "loop for each " + label(s.as) + " in " + label(s.for_each) +
+                                         ", one after the other: ")
+            << label(short_name) << ": call " << label(s.call) << "\n";
+        else
+          o << "vnflow -> vnflow : " << label(what) << ": call " << label(s.call) << "\n";
+        if (s.on_failure >= 0)
+          o << "note right of vnflow : on failure: "
+            << label(m.states[static_cast<size_t>(s.on_failure)].name) << "\n";
         break;
       case StateKind::kSucceed:
         if (s.next < 0)

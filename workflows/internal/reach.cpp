@@ -61,6 +61,7 @@ FlavourReach flavour_reach(const Machine& m) {
     r.reach[static_cast<size_t>(i)] = true;
     const State& s = m.states[static_cast<size_t>(i)];
     todo.push_back(s.on_failure);
+    todo.push_back(s.body);
     if (s.kind == StateKind::kChoice && (r.fixed[static_cast<size_t>(i)] = taken(m, s)) >= 0) {
       todo.push_back(r.fixed[static_cast<size_t>(i)]);
       continue;

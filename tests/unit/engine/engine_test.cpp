@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -112,12 +113,13 @@ struct Fixture {
   std::shared_ptr<Effects> effects = std::make_shared<Effects>();
   std::string package_id, instance_id;
 
-  Fixture() {
+  explicit Fixture(const std::string& package = source_root() + "/csar-samples/local-demo") {
     auto s = db.open();
     REQUIRE(s.ok());
     store = std::move(s).value();
     base::Diagnostics diags;
-    auto p = engine::onboard_package(*store, source_root() + "/csar-samples/local-demo", diags);
+    auto p = engine::onboard_package(*store, package, diags);
+    INFO(p.status().to_string());
     REQUIRE(p.ok());
     package_id = p.value().id;
     auto i = engine::create_instance(*store, package_id, "test", "");
@@ -224,30 +226,44 @@ TEST_CASE("an instantiate runs the built-in steps and the hook, each effect once
   }
 }
 
-TEST_CASE(
-    "commit-failure sweep: failing the Nth commit still ends COMPLETED with each effect once") {
+namespace {
+
+// Counts the commits of an instantiate of `package`, then fails each of them in turn: every
+// run goes on after the failure, ends COMPLETED, and passes `check`.
+void commit_failure_sweep(const std::string& package, int at_least,
+                          const std::function<void(Fixture&, const std::string&)>& check) {
   int total = 0;
   {
-    Fixture f;
+    Fixture f(package);
     std::string op = f.request("instantiate", f.instantiate_request());
     FaultyStore counting(*f.store, -1);
     f.run(counting);
     REQUIRE(f.state(op) == OpState::kCompleted);
     total = counting.applies;
   }
-  REQUIRE(total >= 4);
+  REQUIRE(total >= at_least);
   for (int n = 1; n <= total; ++n) {
     DYNAMIC_SECTION("commit " << n << " of " << total << " fails") {
-      Fixture f;
+      Fixture f(package);
       std::string op = f.request("instantiate", f.instantiate_request());
       FaultyStore faulty(*f.store, n);
       f.run(faulty);
       CHECK(faulty.applies > n);  // it went on after the failure
       CHECK(f.state(op) == OpState::kCompleted);
-      check_exactly_once(f, op);
-      CHECK(f.store->get_instance(f.instance_id).value().instantiation_state == "INSTANTIATED");
+      check(f, op);
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "commit-failure sweep: failing the Nth commit still ends COMPLETED with each effect once") {
+  commit_failure_sweep(
+      source_root() + "/csar-samples/local-demo", 4, [](Fixture& f, const std::string& op) {
+        check_exactly_once(f, op);
+        CHECK(f.store->get_instance(f.instance_id).value().instantiation_state == "INSTANTIATED");
+      });
 }
 
 TEST_CASE("retries follow the policy, then FAILED_TEMP; retry resumes at the failed state") {
@@ -799,4 +815,126 @@ TEST_CASE("the history records when each action call started") {
   auto rep = engine::replay_dry_run(*f.store, rec, *m.value());
   REQUIRE(rep.ok());
   CHECK_FALSE(rep.value().diverged);
+}
+
+namespace {
+
+// local-demo with an instantiate_end that calls Workflows/node.yaml once per node, one after
+// the other: each call writes (compensated) and checks; what each returned is read after.
+struct CallPackage {
+  TempDir dir;
+  std::string path;
+  CallPackage() {
+    path = (dir.path / "call-demo").string();
+    fs::copy(source_root() + "/csar-samples/local-demo", path, fs::copy_options::recursive);
+    std::ofstream(path + "/Workflows/instantiate_end.yaml") << R"(start: prepare
+states:
+  prepare:
+    action: local.exec
+    with: {command: [mkdir, -p, "${request.additionalParams.work_dir}"]}
+    timeout: 10s
+    next: nodes
+  nodes:
+    call: node.yaml
+    for_each: ${request.additionalParams.nodes}
+    as: node
+    with: {name: "${node}"}
+    next: report
+  report:
+    action: local.exec
+    with: {command: [echo, "${join(map(states.nodes, n, n.written), ',')}"]}
+    timeout: 10s
+    next: done
+  done:
+    succeed: true
+)";
+    std::ofstream(path + "/Workflows/node.yaml") << R"(inputs:
+  name: {type: string}
+outputs:
+  written: ${inputs.name + ':' + trim(states.write.stdout)}
+start: write
+states:
+  write:
+    action: local.exec
+    with: {command: [echo, "${inputs.name}"]}
+    timeout: 10s
+    compensate: {action: local.exec, with: {command: [echo, undo, "${inputs.name}"]}, timeout: 10s}
+    next: check
+  check:
+    action: local.exec
+    with: {command: [echo, "${states.write.stdout}"]}
+    timeout: 10s
+    next: done
+  done:
+    succeed: true
+)";
+    std::string cmd = "bash '" + source_root() + "/tools/csar-manifest.sh' '" + path +
+                      "' local-demo.mf vnflow 'Local demo' 1.0 >/dev/null";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+  }
+};
+
+// Each side effect of the call package applied once: one key per state, item and visit.
+void check_calls_once(Fixture& f, const std::string& op) {
+  const std::vector<std::string> units = {
+      "instantiate_end.prepare",       "instantiate_end.nodes.write",
+      "instantiate_end.nodes.check",   "instantiate_end.nodes.write@2",
+      "instantiate_end.nodes.check@2", "instantiate_end.nodes.write@3",
+      "instantiate_end.nodes.check@3", "instantiate_end.report"};
+  for (const auto& unit : units) {
+    INFO(unit);
+    auto it = f.effects->keys.find(op + "/" + unit);
+    REQUIRE(it != f.effects->keys.end());
+    CHECK(it->second.size() == 1);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("calls: a workflow per node, in turn, each effect once; its outputs read after") {
+  CallPackage pkg;
+  Fixture f(pkg.path);
+  std::string op = f.request("instantiate", f.instantiate_request());
+  f.run();
+  REQUIRE(f.state(op) == OpState::kCompleted);
+  check_calls_once(f, op);
+  // One node after the other: write and check of a node before the next node's write.
+  std::vector<std::string> hook;
+  for (const auto& s : f.effects->order)
+    if (s.starts_with("instantiate_end."))
+      hook.push_back(s);
+  CHECK(hook ==
+        std::vector<std::string>{"instantiate_end.prepare", "instantiate_end.nodes.write",
+                                 "instantiate_end.nodes.check", "instantiate_end.nodes.write",
+                                 "instantiate_end.nodes.check", "instantiate_end.nodes.write",
+                                 "instantiate_end.nodes.check", "instantiate_end.report"});
+  CHECK(f.kinds(op, "called") == std::vector<std::string>{"instantiate_end.nodes[0]",
+                                                          "instantiate_end.nodes[1]",
+                                                          "instantiate_end.nodes[2]"});
+  auto outs = f.store->outputs(op).value();
+  CHECK(outs.at("instantiate_end.nodes") ==
+        json::parse(R"([{"written":"a:ok"},{"written":"b:ok"},{"written":"c:ok"}])"));
+}
+
+TEST_CASE("calls: commit-failure sweep, then a rollback undoes every node, newest first") {
+  CallPackage pkg;
+  commit_failure_sweep(pkg.path, 8, check_calls_once);
+  Fixture f(pkg.path);
+  f.effects->fail_first["instantiate_end.report"] = 1;
+  std::string op = f.request("instantiate", f.instantiate_request());
+  f.run();
+  REQUIRE(f.state(op) == OpState::kFailedTemp);
+  REQUIRE(engine::rollback_operation(*f.store, op).ok());
+  f.run();
+  CHECK(f.state(op) == OpState::kRolledBack);
+  CHECK(f.kinds(op, "compensated") ==
+        std::vector<std::string>{"instantiate_end.nodes.write", "instantiate_end.nodes.write",
+                                 "instantiate_end.nodes.write", "instantiate.record"});
+  // Each compensation with the inputs of its own call: c, then b, then a.
+  std::vector<std::string> undone;
+  for (const auto& e : f.store->history(op).value())
+    if (e.kind == "compensating" && e.state == "instantiate_end.nodes.write")
+      undone.push_back(json::serialize(e.data.at("command")));
+  CHECK(undone == std::vector<std::string>{R"(["echo","undo","c"])", R"(["echo","undo","b"])",
+                                           R"(["echo","undo","a"])"});
 }

@@ -16,9 +16,12 @@ using engine::Stepper;
 
 namespace {
 
-std::shared_ptr<const workflows::Machine> machine(const std::string& yaml) {
+// `reader`: the files the workflow's calls name.
+std::shared_ptr<const workflows::Machine> machine(const std::string& yaml,
+                                                  const workflows::FileReader& reader = nullptr) {
   base::Diagnostics diags;
-  auto m = workflows::compile_file("wf.yaml", yaml, "instantiate", "instantiate_end", diags);
+  auto m =
+      workflows::compile_file("wf.yaml", yaml, "instantiate", "instantiate_end", diags, reader);
   std::string problems;
   for (const auto& d : diags.sorted())
     problems += base::to_string(d) + "\n";
@@ -267,4 +270,170 @@ states:
   CHECK(same.c.changes.empty());
   op.cursor = same.c.to_json();
   CHECK_FALSE(engine::op_view(op).contains("resourceChanges"));
+}
+
+namespace {
+
+// A hook that calls region.yaml once per region, one after the other, then reads what each
+// returned. The called file creates something (compensated), then checks its inputs.
+const char* kCaller = R"(
+start: regions
+states:
+  regions:
+    call: region.yaml
+    for_each: ${request.additionalParams.regions}
+    as: region
+    with:
+      name: ${region}
+      position: ${index}
+    next: record
+    on_failure: cleanup
+  record:
+    action: local.exec
+    with: {command: [echo, "${join(map(states.regions, r, r.id + '@' + r.zone), ',')}"]}
+    timeout: 1m
+    next: done
+  cleanup:
+    fail: a region failed
+  done:
+    succeed: true
+)";
+
+const char* kRegion = R"(
+inputs:
+  name: {type: string}
+  position: {type: integer}
+  zone: {type: string, default: z1}
+outputs:
+  id: ${states.create.stdout}
+  zone: ${inputs.zone}
+start: create
+states:
+  create:
+    action: local.exec
+    with: {command: [mk, "${inputs.name}"]}
+    timeout: 1m
+    compensate:
+      action: local.exec
+      with: {command: [rm, "${inputs.name}", "${self.stdout}"]}
+      timeout: 1m
+    next: check
+  check:
+    choice:
+      - when: ${inputs.position > 1}
+        next: too_far
+    default: ok
+  too_far:
+    fail: too far
+  ok:
+    succeed: true
+)";
+
+std::shared_ptr<const workflows::Machine> call_machine() {
+  return machine(kCaller, [](const std::string& path) -> base::Result<std::string> {
+    if (path == "region.yaml")
+      return std::string(kRegion);
+    return base::Status::NotFound("no " + path);
+  });
+}
+
+// Answers the dispatched call of the current state with `stdout`.
+void answer(Stepper& st, Run& r, const std::string& stdout_text, int64_t now) {
+  REQUIRE(r.to_start.size() == 1);
+  r.to_start.clear();
+  st.result(r, r.c.cur, 0,
+            actions::Outcome::success(json::object{{"exit_code", 0}, {"stdout", stdout_text}}),
+            now);
+  st.advance(r, now, false);
+}
+
+// Regions a, b and c, the first two returned; c's `create` is dispatched.
+Run three_regions(Stepper& st, std::shared_ptr<const workflows::Machine> m) {
+  Run r = run_of(std::move(m));
+  r.request = json::object{{"flavourId", "simple"},
+                           {"additionalParams", {{"regions", json::array{"a", "b", "c"}}}}};
+  st.resume(r, OpState::kStarting, 1000, false);
+  take(r);
+  answer(st, r, "id-a", 1010);
+  answer(st, r, "id-b", 1020);
+  take(r);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("stepper: a call runs its workflow once per item, in turn, and returns its outputs") {
+  auto m = call_machine();
+  Stepper st = stepper();
+  Run r = run_of(m);
+  r.request = json::object{{"flavourId", "simple"},
+                           {"additionalParams", {{"regions", json::array{"a", "b"}}}}};
+  st.resume(r, OpState::kStarting, 1000, false);
+  CHECK(take(r) == std::vector<std::string>{"op_processing", "called instantiate_end.regions",
+                                            "dispatched instantiate_end.regions.create"});
+  CHECK(r.c.items[0].inputs.at("command") == json::array{"mk", "a"});
+  CHECK(Stepper::key_for(r, m->states[static_cast<size_t>(r.c.cur)], 0, 1, false, r.visit()) ==
+        "op-1/instantiate_end.regions.create/1");
+
+  // The call in progress survives the cursor's round trip (a daemon's restart).
+  auto back = engine::Cursor::from_json(r.c.to_json());
+  REQUIRE(back.ok());
+  REQUIRE(back.value().frames.size() == 1);
+  CHECK(back.value().frames[0].index == 0);
+  CHECK(back.value().frames[0].running);
+  CHECK(back.value().frames[0].inputs.at("name") == "a");
+  CHECK(back.value().frames[0].inputs.at("zone") == "z1");  // the declared default
+
+  answer(st, r, "id-a", 1010);
+  CHECK(take(r) == std::vector<std::string>{"succeeded instantiate_end.regions.create",
+                                            "choice instantiate_end.regions.check",
+                                            "returned instantiate_end.regions",
+                                            "called instantiate_end.regions",
+                                            "dispatched instantiate_end.regions.create"});
+  CHECK(r.c.items[0].inputs.at("command") == json::array{"mk", "b"});
+  // The second item's states are a new visit: keys of their own.
+  CHECK(Stepper::key_for(r, m->states[static_cast<size_t>(r.c.cur)], 0, 1, false, r.visit()) ==
+        "op-1/instantiate_end.regions.create@2/1");
+
+  answer(st, r, "id-b", 1020);
+  CHECK(take(r).back() == "dispatched instantiate_end.record");
+  CHECK(r.c.items[0].inputs.at("command") == json::array{"echo", "id-a@z1,id-b@z1"});
+  CHECK(r.c.frames.empty());
+  CHECK(r.c.outputs.at("instantiate_end.regions") ==
+        json::parse(R"([{"id":"id-a","zone":"z1"},{"id":"id-b","zone":"z1"}])"));
+
+  // Rolled back: each item's compensation, newest first, with the inputs of its own call.
+  r.to_start.clear();
+  r.state = OpState::kRollingBack;
+  st.advance(r, 1030, false);
+  REQUIRE(r.c.rb_item.status == ItemStatus::kDispatched);
+  CHECK(r.c.rb_item.inputs.at("command") == json::array{"rm", "b", "id-b"});
+  r.to_start.clear();
+  st.result(r, 0, engine::kRollbackItem, actions::Outcome::success(json::object{}), 1040);
+  st.advance(r, 1040, false);
+  REQUIRE(r.c.rb_item.status == ItemStatus::kDispatched);
+  CHECK(r.c.rb_item.inputs.at("command") == json::array{"rm", "a", "id-a"});
+}
+
+TEST_CASE("stepper: a failure inside a called workflow goes to the call's on_failure") {
+  auto m = call_machine();
+  Stepper st = stepper();
+  Run r = three_regions(st, m);
+  // The third item's `create` fails: the called file has no on_failure of its own.
+  REQUIRE(r.to_start.size() == 1);
+  r.to_start.clear();
+  st.result(r, r.c.cur, 0, actions::Outcome::failure(base::ErrorClass::kFailed, "exit 3"), 1030);
+  st.advance(r, 1030, false);
+  CHECK(take(r) == std::vector<std::string>{"failed instantiate_end.regions.create",
+                                            "on_failure instantiate_end.regions.create",
+                                            "op_failed_temp instantiate_end.cleanup"});
+  CHECK(r.c.frames.empty());  // left the call
+
+  // The called file's own `fail` (the position check) stops the operation there instead.
+  Run r2 = three_regions(st, m);
+  answer(st, r2, "id-c", 1030);
+  auto evs = take(r2);
+  CHECK(evs.back() == "op_failed_temp instantiate_end.regions.too_far");
+  REQUIRE(r2.c.frames.size() == 1);
+  CHECK(r2.c.frames[0].index == 2);
 }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 #include <string>
 
@@ -1107,4 +1108,119 @@ TEST_CASE("request text through the list functions still needs quoting in shell 
     timeout: 10s
     next: done
 )"));
+}
+
+namespace {
+
+// Compiles `files["main.yaml"]` as instantiate_end, its calls read from `files`.
+std::shared_ptr<const workflows::Machine> compile_files(
+    const std::map<std::string, std::string>& files, base::Diagnostics& diags) {
+  return workflows::compile_file("main.yaml", files.at("main.yaml"), "instantiate",
+                                 "instantiate_end", diags,
+                                 [&files](const std::string& path) -> base::Result<std::string> {
+                                   auto it = files.find(path);
+                                   if (it == files.end())
+                                     return base::Status::NotFound("no " + path);
+                                   return it->second;
+                                 });
+}
+
+std::string all_text(const base::Diagnostics& diags) {
+  std::string s;
+  for (const auto& d : diags.sorted())
+    s += base::to_string(d) + "\n";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("calls: inlined as states of the machine, and stored and read back whole") {
+  std::map<std::string, std::string> files = {{"main.yaml", R"(start: each
+states:
+  each:
+    call: sub/one.yaml
+    for_each: ${request.additionalParams.names}
+    as: n
+    with: {name: "${n}"}
+    next: done
+  done:
+    succeed: true
+)"},
+                                              {"sub/one.yaml", R"(inputs:
+  name: {type: string}
+outputs:
+  said: ${states.say.stdout}
+start: say
+states:
+  say:
+    action: local.exec
+    with: {command: [echo, "${inputs.name}"]}
+    timeout: 5s
+    next: ok
+  ok:
+    succeed: true
+)"}};
+  base::Diagnostics diags;
+  auto m = compile_files(files, diags);
+  INFO(all_text(diags));
+  REQUIRE(m != nullptr);
+  int call = m->find("instantiate_end.each");
+  int say = m->find("instantiate_end.each.say");
+  int ok = m->find("instantiate_end.each.ok");
+  REQUIRE(call >= 0);
+  REQUIRE(say >= 0);
+  REQUIRE(ok >= 0);
+  const auto& c = m->states[static_cast<size_t>(call)];
+  CHECK(c.kind == workflows::StateKind::kCall);
+  CHECK(c.body == say);
+  CHECK(c.call == "sub/one.yaml");
+  CHECK(m->states[static_cast<size_t>(say)].owner == call);
+  CHECK(m->states[static_cast<size_t>(ok)].next == call);  // a succeed returns to the call
+  CHECK(m->states[static_cast<size_t>(say)].where.file == "sub/one.yaml");
+  auto back = workflows::Machine::from_json(m->to_json());
+  REQUIRE(back.ok());
+  CHECK(json::serialize(back.value()->to_json()) == json::serialize(m->to_json()));
+  CHECK(back.value()->digest == m->digest);
+  const auto& c2 = back.value()->states[static_cast<size_t>(call)];
+  CHECK(c2.body == say);
+  CHECK(json::serialize(c2.returns.source()) == json::serialize(c.returns.source()));
+}
+
+TEST_CASE("calls: bounded depth and size, and no call without the package's files") {
+  // A chain main -> f1 -> f2 -> ... -> f10: refused past 8 levels.
+  std::map<std::string, std::string> files;
+  auto caller = [](const std::string& next) {
+    return "start: c\nstates:\n  c:\n    call: " + next +
+           "\n    next: d\n  d:\n    succeed: true\n";
+  };
+  files["main.yaml"] = caller("f1.yaml");
+  for (int i = 1; i < 10; ++i)
+    files["f" + std::to_string(i) + ".yaml"] = caller("f" + std::to_string(i + 1) + ".yaml");
+  files["f10.yaml"] = "start: d\nstates:\n  d:\n    succeed: true\n";
+  base::Diagnostics diags;
+  CHECK(compile_files(files, diags) == nullptr);
+  CHECK(all_text(diags).find("calls nest at most 8 deep") != std::string::npos);
+
+  // 200 calls of a file of 100 states: refused at 10,000 states, quickly.
+  std::string big = "start: s0\nstates:\n";
+  for (int i = 0; i < 100; ++i)
+    big += "  s" + std::to_string(i) + ":\n    wait: 1s\n    next: " +
+           (i == 99 ? std::string("end") : "s" + std::to_string(i + 1)) + "\n";
+  big += "  end:\n    succeed: true\n";
+  std::string many = "start: c0\nstates:\n";
+  for (int i = 0; i < 200; ++i)
+    many += "  c" + std::to_string(i) + ":\n    call: big.yaml\n    next: " +
+            (i == 199 ? std::string("end") : "c" + std::to_string(i + 1)) + "\n";
+  many += "  end:\n    succeed: true\n";
+  base::Diagnostics d2;
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(compile_files({{"main.yaml", many}, {"big.yaml", big}}, d2) == nullptr);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  CHECK(all_text(d2).find("states with the calls inlined; at most 10000") != std::string::npos);
+
+  // Without a reader (a file compiled alone), a call is refused, and says how to check it.
+  base::Diagnostics d3;
+  CHECK(workflows::compile_file("main.yaml", caller("f1.yaml"), "instantiate", "instantiate_end",
+                                d3) == nullptr);
+  CHECK(all_text(d3).find("a call is compiled with its package") != std::string::npos);
 }
