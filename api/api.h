@@ -80,7 +80,11 @@ struct ServerOptions {
   // connection idle this long is closed.
   std::chrono::seconds request_timeout{30};
   size_t max_connections = 256;  // more are answered 503 and closed
-  int threads = 2;
+  int threads = 2;               // I/O: reading, authenticating and writing requests
+  // Requests that read or write the database run on threads of their own, so that requests
+  // waiting on it (a commit holding its write lock, a slow disk) hold up no other: the API's
+  // versions and /metrics are answered on the I/O threads at once. --api-threads.
+  int handler_threads = 8;
   size_t page_size = 100;  // list entries per page (SOL013 paging)
   // How uploaded packages are checked (SOL004 signatures required, the trust store);
   // null: as `vnflow package onboard` without options.

@@ -336,6 +336,8 @@ const CommandSpec& daemon_command() {
           "  --tls-cert F --tls-key F  serve HTTPS (TLS 1.2+) with this PEM certificate\n"
           "                      chain and key (mode 600)\n"
           "  --api-page-size N   list entries per page (default 100)\n"
+          "  --api-threads N     threads answering requests that use the database (default\n"
+          "                      8; 1 to 256): a request waiting on it holds up no other\n"
           "  --trust FILE        packages uploaded over the API: verify their SOL004\n"
           "                      signatures against these CAs (PEM), as package onboard\n"
           "  --require-signature   with --trust: an unsigned upload is not onboarded\n"
@@ -361,6 +363,7 @@ const CommandSpec& daemon_command() {
        "--auth",
        "--auth-file",
        "--api-page-size",
+       "--api-threads",
        "--keystone-url",
        "--keystone-role",
        "--keystone-project",
@@ -1016,6 +1019,12 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
         return usage_error(spec, "--api-page-size needs an integer from 1 to 10000");
       ao->page_size = static_cast<size_t>(*n);
     }
+    if (o.has("--api-threads")) {
+      auto n = parse_positive(o.get("--api-threads"), 256);
+      if (!n)
+        return usage_error(spec, "--api-threads needs an integer from 1 to 256");
+      ao->handler_threads = static_cast<int>(*n);
+    }
     auto checks = std::make_shared<engine::PackageCheckOptions>();
     if (!signature_options(spec, o, checks->signatures))
       return 2;
@@ -1027,7 +1036,8 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
     return usage_error(spec,
                        "--trust, --signing-cert and --require-signature need --listen or --api");
   } else if (o.has("--auth") || o.has("--auth-file") || o.has("--api-page-size") ||
-             o.has("--tls-cert") || o.has("--tls-key") || o.has("--keystone-url")) {
+             o.has("--api-threads") || o.has("--tls-cert") || o.has("--tls-key") ||
+             o.has("--keystone-url")) {
     return usage_error(spec,
                        "--auth, --auth-file, --tls-* and --api-page-size need --listen or --api");
   }

@@ -68,7 +68,7 @@ _vnflow() {
     subscription) subs="list show delete"; opts="--help --db --json" ;;
     key) subs="rotate"; opts="--help --db" ;;
     daemon) opts="--help --db --workers --work-dir --poll-ms --hook-user --max-redispatch --name
-      --lease-ms --metrics-listen --log-format --listen --api --auth --auth-file --api-page-size
+      --lease-ms --metrics-listen --log-format --listen --api --auth --auth-file --api-page-size --api-threads
       --keystone-url --keystone-role --keystone-project --keystone-cacert --tls-cert --tls-key
       --trust --signing-cert --require-signature --notify-retry-s --notify-backoff-max-ms
       --notify-cacert --notify-allow --public-url --http-allow" ;;

@@ -169,8 +169,10 @@ base::Status check_options(const ServerOptions& o) {
     if (base::Status s = check_secret_file(o.tls.key_file, "the TLS key"); !s.ok())
       return s;
   }
-  if (o.threads < 1 || o.page_size < 1 || o.max_connections < 1)
-    return base::Status::InvalidArgument("threads, page size and connection cap must be >= 1");
+  if (o.threads < 1 || o.handler_threads < 1 || o.handler_threads > 256 || o.page_size < 1 ||
+      o.max_connections < 1)
+    return base::Status::InvalidArgument(
+        "threads, page size and connection cap must be >= 1; API threads 1 to 256");
   return base::Status::Ok();
 }
 
@@ -193,6 +195,8 @@ struct Server::Impl {
   std::shared_ptr<net::ssl::context> tls;
   // Keystone questions run here, not on the server's threads.
   std::optional<net::thread_pool> auth_pool;
+  // Requests that need the store (ServerOptions::handler_threads).
+  std::optional<net::thread_pool> handler_pool;
   net::io_context ioc;
   std::optional<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
@@ -412,6 +416,21 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     }
     if (host_ok)
       in.base_url = srv_.scheme + "://" + std::string(host);
+    // What needs no store is answered here; the rest on the handler threads, the session
+    // waiting (its timer stopped: the store bounds the wait).
+    bool inline_answer = route_ == "/metrics" || srv_.opt.metrics_only ||
+                         (path_.size() >= 13 && path_.substr(path_.size() - 13) == "/api_versions");
+    if (inline_answer || !srv_.handler_pool)
+      return send(answer(in), keep);
+    tcp().expires_never();
+    net::post(*srv_.handler_pool, [self = this->shared_from_this(), in = std::move(in), keep] {
+      internal::HttpResponse r = self->answer(in);
+      net::dispatch(self->stream_.get_executor(),
+                    [self, r = std::move(r), keep]() mutable { self->send(std::move(r), keep); });
+    });
+  }
+
+  internal::HttpResponse answer(const internal::HttpRequest& in) {
     internal::HttpResponse r;
     try {
       if (route_ == "/metrics" && srv_.opt.metrics != nullptr)
@@ -426,7 +445,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     }
     if (r.status >= 500)
       spdlog::warn("api: {} status={} method={}", "server error", r.status, in.method);
-    send(std::move(r), keep);
+    return r;
   }
 
   internal::HttpResponse metrics_response(const std::string& method) {
@@ -582,6 +601,8 @@ base::Status Server::start() {
     return s;
   if (i.opt.auth == AuthMode::kKeystone)
     i.auth_pool.emplace(4);
+  if (!i.opt.metrics_only)
+    i.handler_pool.emplace(static_cast<size_t>(i.opt.handler_threads));
   boost::system::error_code ec;
   auto addr = net::ip::make_address(i.opt.address, ec);
   if (ec)
@@ -666,6 +687,9 @@ void Server::stop() {
   i.threads.clear();
   if (i.auth_pool)
     i.auth_pool->join();
+  // Requests still in the store finish; their answers go to the stopped I/O context.
+  if (i.handler_pool)
+    i.handler_pool->join();
 }
 
 }  // namespace api

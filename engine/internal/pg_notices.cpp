@@ -55,7 +55,7 @@ SubscriptionRecord read_subscription(const PgResult& q, int row,
 
 base::Status PgStore::put_subscription(const SubscriptionRecord& rec) {
   std::string auth = sealer_.seal_subscription_auth(rec);
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard(w_, [&] {
     // Past every notice of a finished transaction: it hears of what commits after it.
     w_.run(std::string("INSERT INTO subscriptions(id, api, callback_uri, filter, auth_types, auth,"
@@ -115,7 +115,7 @@ base::Result<SubscriptionRecord> PgStore::get_subscription(std::string_view id, 
 }
 
 base::Status PgStore::delete_subscription(std::string_view id) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard(w_, [&] {
     auto q = w_.run("DELETE FROM subscriptions WHERE id = $1", {std::string(id)});
     if (q.affected() == 0)
@@ -125,7 +125,7 @@ base::Status PgStore::delete_subscription(std::string_view id) {
 }
 
 base::Status PgStore::record_delivery(const SubscriptionRecord& rec) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard(w_, [&] {
     auto u = w_.run(
         "UPDATE subscriptions SET cursor_xid = $2, cursor_seq = $3, attempts = $4,"
@@ -196,7 +196,7 @@ base::Result<std::vector<std::string>> PgStore::due_subscriptions(int64_t now) {
 base::Result<bool> PgStore::claim_subscription(std::string_view id, const std::string& owner,
                                                int64_t ttl_ms) {
   bool mine = false;
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   base::Status s = guard(w_, [&] {
     int64_t at = now_ms();
     auto q = w_.run(
@@ -213,7 +213,7 @@ base::Result<bool> PgStore::claim_subscription(std::string_view id, const std::s
 
 base::Result<int64_t> PgStore::prune_notices() {
   int64_t n = 0;
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   base::Status s = guard(w_, [&] {
     auto q = w_.run(
         "DELETE FROM notices n WHERE NOT EXISTS (SELECT 1 FROM subscriptions)"

@@ -128,7 +128,7 @@ base::Status PgStore::apply_rows(const std::vector<const Batch*>& batches) {
           " wake_at_ms = COALESCE($5, wake_at_ms), updated_ms = $6 WHERE id = $1 AND"
           " ($7::bigint = 0 OR epoch = $7) AND ") +
       kRunningIn;
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return transaction(w_, [&] {
     int64_t now = now_ms();
     for (const Batch* b : batches) {
@@ -233,7 +233,7 @@ base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
   }
   if (twice || writes <= 1)
     return apply_rows(batches);
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return transaction(w_, [&] {
     Col id, state, cursor, set_error, error, wake, owner, epoch;
     for (const Batch* b : batches) {
@@ -332,7 +332,7 @@ base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
 }
 
 base::Status PgStore::create_op(const OpRecord& rec) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return transaction(w_, [&] {
     // The instance's row lock orders concurrent requests for one instance (from any
     // process); ops_one_open stays the last word.
@@ -410,7 +410,7 @@ base::Result<std::vector<OpCount>> PgStore::count_ops() {
 
 base::Result<OpRecord> PgStore::transition(std::string_view id, const std::vector<OpState>& from,
                                            OpState to, const std::optional<std::string>& error) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   base::Status s = transaction(w_, [&] {
     auto cur = w_.run("SELECT state FROM ops WHERE id = $1 FOR UPDATE", {id});
     if (cur.rows() == 0)
@@ -441,7 +441,7 @@ base::Result<OpRecord> PgStore::transition(std::string_view id, const std::vecto
 }
 
 base::Status PgStore::request_cancel(std::string_view id) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   bool done = false;
   base::Status s = transaction(w_, [&] {
     auto u = w_.run(
@@ -590,7 +590,7 @@ base::Result<Store::Lease> PgStore::register_daemon(const std::string& name, int
   if (ttl_ms < 1000 || ttl_ms > 3600000)
     return base::Status::InvalidArgument("a lease lasts 1 s to 1 h");
   Lease lease{name, 0, ttl_ms};
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   base::Status s = transaction(w_, [&] {
     auto cur = w_.run(std::string("SELECT incarnation, lease_until_ms - ") + kDbNow +
                           ", host, pid FROM daemons WHERE name = $1 FOR UPDATE",
@@ -618,7 +618,7 @@ base::Result<Store::Lease> PgStore::register_daemon(const std::string& name, int
 }
 
 base::Status PgStore::renew(const Lease& lease) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   bool kept = false;
   base::Status s = guard(w_, [&] {
     kept = w_.run(std::string("UPDATE daemons SET lease_until_ms = ") + kDbNow +
@@ -637,7 +637,7 @@ base::Status PgStore::renew(const Lease& lease) {
 }
 
 void PgStore::release(const Lease& lease) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   base::Status s = transaction(w_, [&] {
     auto d = w_.run("DELETE FROM daemons WHERE name = $1 AND incarnation = $2",
                     {lease.name, lease.incarnation});
@@ -660,7 +660,7 @@ base::Result<std::vector<OpRecord>> PgStore::claim(const Lease& lease, bool firs
       " AND EXISTS (SELECT 1 FROM daemons d WHERE d.name = $1 AND d.incarnation = $3"
       " AND d.lease_until_ms >= " +
       kDbNow + ") RETURNING " + qualified("ops.", kOpColumns);
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   std::vector<OpRecord> out;
   base::Status s = guard(w_, [&] {
     auto q = w_.run(sql, {lease.name, static_cast<int64_t>(limit), lease.incarnation});

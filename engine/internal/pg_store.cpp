@@ -455,7 +455,7 @@ bool PgStore::has_sealed_data() {
 
 base::Result<PackageRecord> PgStore::put_package(const PackageRecord& rec,
                                                  const std::string& bytes) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   PackageRecord out;
   base::Status s = guard(w_, [&] {
     // Stored once per digest, also when two processes onboard it at the same moment.
@@ -528,7 +528,7 @@ base::Result<std::vector<PackageRecord>> PgStore::list_packages() {
 
 base::Status PgStore::update_package(const PackageRecord& rec, const std::string* bytes,
                                      std::string_view expect_state) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return transaction(w_, [&] {
     auto q = w_.run("SELECT onboarding_state FROM packages WHERE id = $1 FOR UPDATE", {rec.id});
     if (q.rows() == 0)
@@ -554,7 +554,7 @@ base::Status PgStore::update_package(const PackageRecord& rec, const std::string
 }
 
 base::Status PgStore::delete_package(std::string_view id) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return transaction(w_, [&] {
     auto q = w_.run("SELECT id FROM packages WHERE id = $1 FOR UPDATE", {id});
     if (q.rows() == 0)
@@ -569,7 +569,7 @@ base::Status PgStore::delete_package(std::string_view id) {
 }
 
 base::Status PgStore::create_instance(const InstanceRecord& rec) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard(w_, [&] {
     w_.run(
         "INSERT INTO instances(id, package_id, name, instantiation_state, record, created_ms)"
@@ -612,7 +612,7 @@ base::Result<std::vector<InstanceRecord>> PgStore::list_instances() {
 }
 
 base::Status PgStore::delete_instance(std::string_view id) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return transaction(w_, [&] {
     // The instance's row lock orders this against create_op of the same instance.
     auto q = w_.run("SELECT instantiation_state FROM instances WHERE id = $1 FOR UPDATE", {id});
@@ -639,7 +639,7 @@ base::Status PgStore::delete_instance(std::string_view id) {
 }
 
 base::Status PgStore::put_machine(const std::string& digest, const std::string& body) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard(w_, [&] {
     w_.run("INSERT INTO machines(digest, body) VALUES($1, $2) ON CONFLICT (digest) DO NOTHING",
            {digest, body});
@@ -669,7 +669,7 @@ base::Status PgStore::put_vim(const VimRecord& rec) {
   auto sealed = sealer_.seal_vim(rec.access, rec.id);
   if (!sealed.ok())
     return sealed.status();
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return transaction(w_, [&] {
     // One writer of vims at a time: the name check and the default flag hold across daemons.
     w_.exec("LOCK TABLE vims IN SHARE ROW EXCLUSIVE MODE");
@@ -734,7 +734,7 @@ base::Result<std::vector<VimRecord>> PgStore::list_vims() {
 }
 
 base::Status PgStore::delete_vim(std::string_view id) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard(w_, [&] {
     if (w_.run("DELETE FROM vims WHERE id = $1", {id}).affected() == 0)
       return base::Status::NotFound("no VIM \"" + std::string(id) + "\"");
@@ -745,7 +745,7 @@ base::Status PgStore::delete_vim(std::string_view id) {
 base::Status PgStore::rotate_key() {
   if (base::Status s = sealer_.begin_rotation(); !s.ok())
     return s;
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   base::Status st = transaction(w_, [&]() -> base::Status {
     // Every sealed value is read and rewritten in this transaction: nothing else writes them
     // meanwhile (the rows are locked by the updates, the tables by this lock).

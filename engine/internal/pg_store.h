@@ -252,7 +252,8 @@ class PgStore : public Store {
   std::string display_;  // the URL without its password
   std::string daemon_;   // the registered daemon's name (events.owner), under wmu_
   Sealer sealer_;
-  std::mutex wmu_, rmu_;
+  base::FairMutex wmu_;  // writers in turn: a commit never starves an API request
+  std::mutex rmu_;
   PgConn w_, r_;
   std::string url_;
   // Made at their first wait (a CLI command that never waits opens no third connection),

@@ -50,7 +50,7 @@ SubscriptionRecord read_subscription(SQLite::Statement& q,
 
 base::Status SqliteStore::put_subscription(const SubscriptionRecord& rec) {
   std::string auth = sealer_.seal_subscription_auth(rec);
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard([&] {
     SQLite::Statement ins(
         w_,
@@ -119,7 +119,7 @@ base::Result<SubscriptionRecord> SqliteStore::get_subscription(std::string_view 
 }
 
 base::Status SqliteStore::delete_subscription(std::string_view id) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard([&] {
     SQLite::Statement del(w_, "DELETE FROM subscriptions WHERE id = ?");
     del.bind(1, std::string(id));
@@ -130,7 +130,7 @@ base::Status SqliteStore::delete_subscription(std::string_view id) {
 }
 
 base::Status SqliteStore::record_delivery(const SubscriptionRecord& rec) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard([&] {
     SQLite::Statement u(
         w_,
@@ -209,7 +209,7 @@ base::Result<std::vector<std::string>> SqliteStore::due_subscriptions(int64_t no
 
 base::Result<int64_t> SqliteStore::prune_notices() {
   int64_t n = 0;
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   base::Status s = guard([&] {
     SQLite::Statement del(w_,
                           "DELETE FROM notices WHERE NOT EXISTS (SELECT 1 FROM subscriptions)"

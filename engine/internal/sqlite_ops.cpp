@@ -41,7 +41,7 @@ OpRecord read_op(SQLite::Statement& st) {
 }  // namespace
 
 base::Status SqliteStore::apply(const std::vector<const Batch*>& batches) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard([&] {
     w_.exec("BEGIN IMMEDIATE");
     try {
@@ -155,7 +155,7 @@ base::Status SqliteStore::apply(const std::vector<const Batch*>& batches) {
 }
 
 base::Status SqliteStore::create_op(const OpRecord& rec) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard([&] {
     w_.exec("BEGIN IMMEDIATE");
     try {
@@ -252,7 +252,7 @@ base::Result<std::vector<OpCount>> SqliteStore::count_ops() {
 base::Result<OpRecord> SqliteStore::transition(std::string_view id,
                                                const std::vector<OpState>& from, OpState to,
                                                const std::optional<std::string>& error) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   base::Status s = guard([&] {
     w_.exec("BEGIN IMMEDIATE");
     try {
@@ -300,7 +300,7 @@ base::Result<OpRecord> SqliteStore::transition(std::string_view id,
 }
 
 base::Status SqliteStore::request_cancel(std::string_view id) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard([&] {
     SQLite::Statement u(w_,
                         "UPDATE ops SET cancel_requested = 1 WHERE id = ? AND (state = "

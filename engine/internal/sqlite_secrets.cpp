@@ -61,7 +61,7 @@ base::Status SqliteStore::put_vim(const VimRecord& rec) {
   auto sealed = sealer_.seal_vim(rec.access, rec.id);
   if (!sealed.ok())
     return sealed.status();
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard([&] {
     SQLite::Transaction tx(w_);
     SQLite::Statement dup(w_, "SELECT id FROM vims WHERE name = ? AND id <> ?");
@@ -134,7 +134,7 @@ base::Result<std::vector<VimRecord>> SqliteStore::list_vims() {
 }
 
 base::Status SqliteStore::delete_vim(std::string_view id) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard([&] {
     SQLite::Statement d(w_, "DELETE FROM vims WHERE id = ?");
     d.bind(1, std::string(id));
@@ -189,7 +189,7 @@ base::Status SqliteStore::reseal_event_outputs() {
 base::Status SqliteStore::rotate_key() {
   if (base::Status s = sealer_.begin_rotation(); !s.ok())
     return s;
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   base::Status st = guard([&] {
     w_.exec("BEGIN IMMEDIATE");
     try {

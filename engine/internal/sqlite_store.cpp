@@ -455,7 +455,7 @@ base::Status SqliteStore::init() {
 
 base::Result<PackageRecord> SqliteStore::put_package(const PackageRecord& rec,
                                                      const std::string& bytes) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   PackageRecord out;
   base::Status s = guard([&] {
     SQLite::Statement q(w_, std::string(kPackageColumns) + " FROM packages WHERE digest = ?");
@@ -530,7 +530,7 @@ base::Result<std::vector<PackageRecord>> SqliteStore::list_packages() {
 
 base::Status SqliteStore::update_package(const PackageRecord& rec, const std::string* bytes,
                                          std::string_view expect_state) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard([&] {
     w_.exec("BEGIN IMMEDIATE");
     try {
@@ -578,7 +578,7 @@ base::Status SqliteStore::update_package(const PackageRecord& rec, const std::st
 }
 
 base::Status SqliteStore::delete_package(std::string_view id) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard([&] {
     w_.exec("BEGIN IMMEDIATE");
     try {
@@ -605,7 +605,7 @@ base::Status SqliteStore::delete_package(std::string_view id) {
 }
 
 base::Status SqliteStore::create_instance(const InstanceRecord& rec) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard([&] {
     SQLite::Statement ins(w_,
                           "INSERT INTO instances(id, package_id, name, instantiation_state,"
@@ -656,7 +656,7 @@ base::Result<std::vector<InstanceRecord>> SqliteStore::list_instances() {
 }
 
 base::Status SqliteStore::delete_instance(std::string_view id) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard([&] {
     w_.exec("BEGIN IMMEDIATE");
     try {
@@ -698,7 +698,7 @@ base::Status SqliteStore::delete_instance(std::string_view id) {
 }
 
 base::Status SqliteStore::put_machine(const std::string& digest, const std::string& body) {
-  std::lock_guard<std::mutex> lock(wmu_);
+  std::lock_guard lock(wmu_);
   return guard([&] {
     SQLite::Statement ins(w_, "INSERT OR IGNORE INTO machines(digest, body) VALUES(?, ?)");
     ins.bind(1, digest);

@@ -187,7 +187,8 @@ class SqliteStore : public Store {
   InstanceRecord opened(InstanceRecord r) { return sealer_.opened(std::move(r)); }
 
   Sealer sealer_;
-  std::mutex wmu_, rmu_;
+  base::FairMutex wmu_;  // writers in turn: a commit never starves an API request
+  std::mutex rmu_;
   SQLite::Database w_;
   SQLite::Database r_;
   std::unique_ptr<SQLite::Statement> upd_op_, upd_op_plain_, ins_output_, ins_event_, upd_inst_;

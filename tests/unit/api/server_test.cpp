@@ -2,9 +2,11 @@
 // the request timeout, connections over the cap get 503, options are checked before binding,
 // the credentials file is parsed and refused when others may read it.
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -15,6 +17,8 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+
+#include "tests/fakes/store_wrapper.h"
 
 #include "api/api.h"
 
@@ -211,3 +215,83 @@ TEST_CASE("the credentials file", "[api][server]") {
 }
 
 }  // namespace
+
+namespace {
+
+// A store whose get_instance waits until released: a request stuck on the database (a
+// commit holding its write lock, a slow disk).
+class StuckStore : public vnflow_test::StoreWrapper {
+ public:
+  using StoreWrapper::StoreWrapper;
+  base::Result<engine::InstanceRecord> get_instance(std::string_view id) override {
+    std::unique_lock<std::mutex> l(mu_);
+    ++stuck_;
+    cv_.notify_all();
+    cv_.wait(l, [this] { return released_; });
+    l.unlock();
+    return StoreWrapper::get_instance(id);
+  }
+  void wait_stuck(int n) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait_for(l, std::chrono::seconds(10), [&] { return stuck_ >= n; });
+  }
+  int stuck() {
+    std::lock_guard<std::mutex> l(mu_);
+    return stuck_;
+  }
+  void release() {
+    std::lock_guard<std::mutex> l(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int stuck_ = 0;
+  bool released_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("requests stuck on the database hold up no other request", "[api][server]") {
+  TempDir t;
+  auto db = engine::open_database((t.dir / "vnflow.db").string());
+  REQUIRE(db.ok());
+  StuckStore store(*db.value());
+  api::ServerOptions o;
+  o.auth = api::AuthMode::kNone;
+  auto server = start_server(store, o);
+  REQUIRE(server != nullptr);
+  net::io_context io;
+  tcp::endpoint ep(net::ip::make_address("127.0.0.1"), server->port());
+  auto ask = [&](tcp::socket& s, const std::string& target) {
+    s.connect(ep);
+    net::write(s,
+               net::buffer("GET " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  };
+  // More requests stuck than the server has I/O threads.
+  std::vector<std::unique_ptr<tcp::socket>> stuck;
+  for (int k = 0; k < o.threads + 1; ++k) {
+    stuck.push_back(std::make_unique<tcp::socket>(io));
+    ask(*stuck.back(),
+        "/vnflcm/v1/vnf_instances/00000000-0000-4000-8000-00000000000" + std::to_string(k));
+  }
+  store.wait_stuck(o.threads + 1);
+  CHECK(store.stuck() == o.threads + 1);
+  // The API's versions, a list of instances: answered at once all the same.
+  for (std::string target : {"/vnflcm/v1/api_versions", "/vnflcm/v1/vnf_instances"}) {
+    INFO(target);
+    tcp::socket s(io);
+    auto t0 = std::chrono::steady_clock::now();
+    ask(s, target);
+    std::string r = read_all(s);
+    CHECK(r.rfind("HTTP/1.1 200", 0) == 0);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+  }
+  // Released, the stuck ones are answered (no such instance).
+  store.release();
+  for (auto& s : stuck)
+    CHECK(read_all(*s).rfind("HTTP/1.1 404", 0) == 0);
+  server->stop();
+}

@@ -1,5 +1,10 @@
 #include "base/base.h"
 
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
 #include <catch2/catch.hpp>
 
 TEST_CASE("diagnostics print as file:line:col: severity: message [code]", "[base]") {
@@ -168,4 +173,41 @@ TEST_CASE("metrics: a family without labels reads 0 before its first event", "[b
   CHECK(t.find("vnflow_took_seconds_bucket{le=\"0.0001\"} 0\n") != std::string::npos);
   CHECK(t.find("vnflow_took_seconds_bucket{le=\"1e-07\"} 0\n") != std::string::npos);
   CHECK(t.find("vnflow_took_seconds_count 0\n") != std::string::npos);
+}
+
+TEST_CASE("FairMutex serves its waiters in the order they came, the last holder after them") {
+  base::FairMutex m;
+  std::mutex om;
+  std::vector<int> order;
+  auto note = [&](int who) {
+    std::lock_guard<std::mutex> l(om);
+    order.push_back(who);
+  };
+  auto wait_for_waiters = [&](uint64_t n) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (m.waiting() < n && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE(m.waiting() == n);
+  };
+  m.lock();
+  std::thread a([&] {
+    std::lock_guard l(m);
+    note(1);
+  });
+  wait_for_waiters(1);
+  std::thread b([&] {
+    std::lock_guard l(m);
+    note(2);
+  });
+  wait_for_waiters(2);
+  // The holder unlocks and locks again at once (a commit after a commit): it comes after
+  // the two that waited. A std::mutex lets it take the lock back first, over and over.
+  m.unlock();
+  m.lock();
+  note(0);
+  m.unlock();
+  a.join();
+  b.join();
+  CHECK(order == std::vector<int>{1, 2, 0});
+  CHECK(m.waiting() == 0);
 }
