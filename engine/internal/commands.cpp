@@ -927,6 +927,15 @@ base::Result<OpRecord> replay_from(Store& store, std::string_view op_id, std::st
       msg += "; did you mean \"" + hint + "\"?";
     return base::Status::InvalidArgument(msg);
   }
+  // A called workflow's state runs with its call's item and inputs, which only the call
+  // gives: start at the outermost call instead.
+  int outer = m.value()->states[static_cast<size_t>(idx)].owner;
+  while (outer >= 0 && m.value()->states[static_cast<size_t>(outer)].owner >= 0)
+    outer = m.value()->states[static_cast<size_t>(outer)].owner;
+  if (outer >= 0)
+    return base::Status::InvalidArgument(
+        "\"" + std::string(state) + "\" is a state of a called workflow, which runs with its " +
+        "call's inputs: replay --from " + m.value()->states[static_cast<size_t>(outer)].name);
   Cursor c;
   c.cur = idx;
   auto outs = store.outputs(op_id);

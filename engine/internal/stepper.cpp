@@ -540,14 +540,18 @@ void Stepper::step_forward(Run& r) {
         goto_state(r, next);
         continue;
       }
+      // A call and a return are bounded by the call's items: not counted as steps.
       case StateKind::kCall:
         if (!step_call(r, s))
           return;
+        if (r.c.cur == s.body)
+          --guard;  // an item started (a call that ends, or a loop through one, counts)
         continue;
       case StateKind::kSucceed:
         if (s.owner >= 0) {
           if (!return_from(r, s))
             return;
+          --guard;
           continue;
         }
         if (s.next >= 0) {
@@ -629,10 +633,9 @@ bool Stepper::step_call(Run& r, const State& s) {
     }
     r.c.frames.push_back(std::move(f));
     r.dirty = true;
-  } else if (r.c.frames.back().running) {
-    r.c.frames.back().running = false;  // the item returned (its outputs are in results)
-    r.c.frames.back().index++;
   }
+  // Here with the item at `index` to start: the first, the one after an item returned
+  // (return_from moved on), or the same again after its inputs failed.
   Frame& f = r.c.frames.back();
   const int item_no = s.for_each.empty() ? -1 : static_cast<int>(f.index);
   if (static_cast<size_t>(f.index) < f.values.size()) {
@@ -665,6 +668,10 @@ bool Stepper::step_call(Run& r, const State& s) {
     f.inputs = in.value().is_null() ? json::value(json::object()) : std::move(in).value();
     f.running = true;
     r.learn_secrets(f.inputs, false);
+    // Inputs that carry a secret (a request secret passed under another name): the cursor,
+    // which keeps them for the item and its compensations, is sealed whole at rest.
+    if (!r.secrets.empty() && holds_secret(f.inputs, r.secrets))
+      r.c.seal_body = true;
     event(r, "called", s.name, item_no, 0, "",
           json::object{{"workflow", s.call}, {"inputs", r.hist(f.inputs)}});
     goto_state(r, s.body);
@@ -681,6 +688,7 @@ bool Stepper::step_call(Run& r, const State& s) {
     r.c.seal_body = true;
   r.pending.outputs.push_back({r.id, s.name, json::serialize(out), secret});
   r.c.outputs[s.name] = std::move(out);
+  r.c.frames.pop_back();  // done: a `next` back to this call starts it anew
   goto_state(r, s.next);
   return true;
 }
@@ -706,7 +714,11 @@ bool Stepper::return_from(Run& r, const State& s) {
   }
   event(r, "returned", call.name, call.for_each.empty() ? -1 : static_cast<int>(f->index), 0, "",
         r.hist(out));
+  if (!r.secrets.empty() && holds_secret(out, r.secrets))
+    r.c.seal_body = true;
   f->results.push_back(std::move(out));
+  f->running = false;
+  f->index++;
   goto_state(r, s.owner);
   return true;
 }
@@ -927,11 +939,14 @@ void Stepper::finish_item(Run& r, const State& s, int i, const actions::Outcome&
       return finish_item(r, s, i,
                          actions::Outcome::failure(base::ErrorClass::kInvalid, shown.refused));
     // secret_fields: the state's outputs are sealed whole at rest (and their paths learned
-    // again from them on a restart).
-    auto& known = r.c.secret_paths[s.name];
-    for (const auto& p : shown.paths)
-      if (std::find(known.begin(), known.end(), p) == known.end())
-        known.push_back(p);
+    // again from them on a restart). Only states that name some: an entry makes the state
+    // secret.
+    if (!shown.paths.empty()) {
+      auto& known = r.c.secret_paths[s.name];
+      for (const auto& p : shown.paths)
+        if (std::find(known.begin(), known.end(), p) == known.end())
+          known.push_back(p);
+    }
   }
   if (out.ok && !out.pin_host_keys.empty()) {
     // Host keys seen on first use are pinned with the result that saw them.
@@ -1171,8 +1186,16 @@ std::vector<std::string> Stepper::resume(Run& r, OpState stored, int64_t now, bo
   }
   if (r.is_cyclic(r.c.cur) && !r.c.visits.count(r.c.cur))
     r.c.visits[r.c.cur] = 1;  // a new operation, or one replayed from here
-  // The secrets of the request and of earlier secret outputs, for scrubbing.
+  // The secrets of the request and of earlier secret outputs, for scrubbing; and those a
+  // call's inputs named (an input called password), for its states and compensations.
   r.learn_secrets(r.request, false);
+  for (const auto& f : r.c.frames) {
+    r.learn_secrets(f.inputs, false);
+    r.learn_secrets(json::value(f.results), false);
+  }
+  for (const auto& d : r.c.done)
+    if (!d.inputs.is_null())
+      r.learn_secrets(d.inputs, false);
   for (const auto& name : r.c.secret_states) {
     const json::value* o = r.c.outputs.if_contains(name);
     auto sp = r.c.secret_paths.find(name);

@@ -26,6 +26,7 @@ using K = Type::Kind;
 // twice...).
 constexpr int kMaxCallDepth = 8;
 constexpr size_t kMaxStates = 10000;
+constexpr size_t kMaxInlinedBytes = size_t{64} << 20;
 
 // A call's file, relative to the folder of the caller's file `from` (both paths in the
 // package). Empty, with `err`, when it is absolute, leaves the package or is no plain path.
@@ -391,18 +392,31 @@ class Compiler {
                     " states with the calls inlined; at most " + std::to_string(kMaxStates));
       return;
     }
-    auto text = reader(path);
-    if (!text.ok()) {
-      cut_error("W0046", cn.location(), who + ": " + text.status().message());
-      return;
+    // Each file is read and parsed once; every inlining is charged its size, so a small
+    // package cannot make the compiler build gigabytes (a large file called many times).
+    auto cached = files_.find(path);
+    if (cached == files_.end()) {
+      auto text = reader(path);
+      if (!text.ok()) {
+        cut_error("W0046", cn.location(), who + ": " + text.status().message());
+        return;
+      }
+      auto file = tosca::parse_yaml_file(display ? display(path) : path, text.value(),
+                                         tosca::Limits{}, diags_);
+      cached = files_.emplace(path, std::make_pair(file, text.value().size())).first;
     }
-    auto file = tosca::parse_yaml_file(display ? display(path) : path, text.value(),
-                                       tosca::Limits{}, diags_);
+    const auto& [file, bytes] = cached->second;
     if (file == nullptr) {
       cut_segments_.insert(caller_segment);
       return;
     }
-    files_.push_back(file);
+    inlined_bytes_ += bytes;
+    if (inlined_bytes_ > kMaxInlinedBytes) {
+      cut_error("W0046", cn.location(),
+                who + ": the operation's calls inline more than " +
+                    std::to_string(kMaxInlinedBytes >> 20) + " MiB of workflow text");
+      return;
+    }
     tosca::Node root = file->root();
     CallInfo info;
     info.path = path;
@@ -426,15 +440,45 @@ class Compiler {
       if ((st.kind == StateKind::kAction || st.kind == StateKind::kCall) && st.on_failure < 0)
         st.on_failure = call.on_failure;
     }
-    // The declared defaults, then what the call gives.
-    json::object merged = info.defaults;
+    // The declared defaults (literal text: a `${` there is not an expression), then what
+    // the call gives.
+    json::object merged = escaped(info.defaults).as_object();
     tosca::Node with = pending_[i].node.get("with");
     for (size_t k = 0; with && with.is_map() && k < with.size(); ++k)
       merged[with.key(k).scalar()] = yaml_to_json(with.value(k));
     auto t = Template::parse(json::value(std::move(merged)));
     if (t.ok())
       call.with = std::move(t).value();
+    else if (!with || !with.is_map())  // the call's own `with` errors are reported where it is
+      diags_.error("W0046", cn.location(), who + ": its inputs: " + t.status().message());
     calls_[static_cast<int>(i)] = std::move(info);
+  }
+
+  // `v` with every `${` in its strings written `$${`: a template that evaluates to `v`.
+  static json::value escaped(const json::value& v) {
+    if (v.is_string()) {
+      std::string out;
+      std::string_view t = v.get_string();
+      for (size_t k = 0; k < t.size(); ++k) {
+        if (t[k] == '$' && k + 1 < t.size() && t[k + 1] == '{')
+          out += '$';
+        out += t[k];
+      }
+      return json::value(out);
+    }
+    if (v.is_array()) {
+      json::array a;
+      for (const auto& x : v.get_array())
+        a.push_back(escaped(x));
+      return a;
+    }
+    if (v.is_object()) {
+      json::object o;
+      for (const auto& kv : v.get_object())
+        o[kv.key()] = escaped(kv.value());
+      return o;
+    }
+    return v;
   }
 
   // A called file's `inputs` (name: {type, default, required, description}) and `outputs`.
@@ -1128,6 +1172,10 @@ class Compiler {
         diags_.error("W0002", n.get("as").location(), "\"as\" only applies with \"for_each\"");
       }
       next_and_on_failure(i, n, local);
+      if (s.on_failure == static_cast<int>(i))
+        diags_.error("W0046", n.get("on_failure").location(),
+                     "a call's on_failure cannot be the call itself (go through a state that "
+                     "decides, such as a wait, to run the call again from its first item)");
     } else if (kind == "succeed") {
       s.kind = StateKind::kSucceed;
     } else {
@@ -1485,6 +1533,12 @@ class Compiler {
         const ActionSpec* cspec = ActionCatalog::builtin().find(s.compensate->action);
         TypeScope cs = scope;
         cs.self = spec ? spec->output_type : any_type();
+        // At a rollback the called file's states hold the last item's outputs, not this
+        // item's: a compensation there reads its own (self) and its call's inputs only.
+        if (s.owner >= 0)
+          cs.states_note =
+              "a compensation in a called workflow reads self (its state's outputs) and "
+              "inputs, not states: at a rollback they hold the last item's outputs";
         if (cspec != nullptr)
           check_inputs(c.get("with"), *cspec, cs, c.location(), who + " compensation");
         auto ct = make_template(c.get("with"));
@@ -1554,7 +1608,8 @@ class Compiler {
   std::vector<std::vector<int>> succ_, pred_;
   // Called files: kept alive (Nodes point into them), the chain being inlined, and each call
   // state's callee.
-  std::vector<std::shared_ptr<const tosca::YamlFile>> files_;
+  std::map<std::string, std::pair<std::shared_ptr<const tosca::YamlFile>, size_t>> files_;
+  size_t inlined_bytes_ = 0;
   std::vector<std::string> call_stack_;
   std::map<int, CallInfo> calls_;
 };

@@ -1313,6 +1313,10 @@ class Checker {
   TypeRef field(const Expr& e) {
     const Expr& b = *e.kids[0];
     if (b.op == Expr::Op::kRoot && b.name == "states") {
+      if (!s_.states_note.empty()) {
+        error(e, "W0021", s_.states_note);
+        return prim(K::kAny);
+      }
       auto before = [&](const TypeScope::StateOutput& o) {
         return o.index != s_.self_index && s_.ran_before && s_.ran_before(o.index);
       };
@@ -1785,6 +1789,18 @@ TypeRef any_type() {
 
 TypeRef parse_type_name(std::string_view s,
                         const std::function<TypeRef(std::string_view)>& lookup) {
+  // A package's own type names (a called workflow's inputs) nest at most this deep.
+  constexpr int kMaxDepth = 16;
+  int depth = 0;
+  for (std::string_view rest = s; depth <= kMaxDepth;) {
+    size_t open = rest.find('(');
+    if (open == std::string_view::npos)
+      break;
+    ++depth;
+    rest.remove_prefix(open + 1);
+  }
+  if (depth > kMaxDepth)
+    return nullptr;
   while (!s.empty() && s.front() == ' ')
     s.remove_prefix(1);
   while (!s.empty() && s.back() == ' ')

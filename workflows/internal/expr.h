@@ -90,6 +90,8 @@ struct TypeScope {
   TypeRef item;
   TypeRef self;    // in a compensation
   TypeRef inputs;  // in a called workflow: its declared inputs (an object)
+  // Set where `states` may not be read, with the reason (a compensation in a called file).
+  std::string states_note;
   // The fan-out list is read from the request, so each item is a request value.
   bool item_from_request = false;
   // Names map() and filter() bind to the element at hand, innermost last, with their types

@@ -1,4 +1,5 @@
 // Machine <-> JSON, and the renderers (text, dot, mermaid, seqdiag; PlantUML: plantuml.cpp).
+#include <algorithm>
 #include <sstream>
 
 #include <boost/json.hpp>
@@ -11,7 +12,10 @@ namespace workflows {
 
 namespace {
 
+// /2: a machine with calls (a daemon of vnflow before them refuses it instead of reading a
+// call as something else); /1 otherwise, as before.
 constexpr const char* kFormat = "vnflow-machine/1";
+constexpr const char* kFormatCalls = "vnflow-machine/2";
 
 std::string name_at(const Machine& m, int i) {
   return i >= 0 && static_cast<size_t>(i) < m.states.size() ? m.states[static_cast<size_t>(i)].name
@@ -153,7 +157,9 @@ json::value Machine::to_json() const {
         json::object{{"file", s.where.file}, {"line", s.where.line}, {"column", s.where.column}};
     sts.push_back(std::move(o));
   }
-  return json::object{{"format", kFormat},
+  bool calls = std::any_of(states.begin(), states.end(),
+                           [](const State& s) { return s.kind == StateKind::kCall; });
+  return json::object{{"format", calls ? kFormatCalls : kFormat},
                       {"operation", operation},
                       {"flavour", flavour},
                       {"package_digest", package_digest},
@@ -165,8 +171,10 @@ json::value Machine::to_json() const {
 
 base::Result<std::shared_ptr<const Machine>> Machine::from_json(const json::value& v) {
   auto bad = [](std::string m) { return base::Status::InvalidArgument("stored machine: " + m); };
-  if (!v.is_object() || str(v.get_object(), "format") != kFormat)
-    return bad("not a " + std::string(kFormat) + " document");
+  if (!v.is_object() ||
+      (str(v.get_object(), "format") != kFormat && str(v.get_object(), "format") != kFormatCalls))
+    return bad("not a " + std::string(kFormat) + " or " + kFormatCalls +
+               " document (a newer vnflow's machine?)");
   const auto& o = v.get_object();
   auto m = std::make_shared<Machine>();
   m->operation = str(o, "operation");
@@ -196,6 +204,9 @@ base::Result<std::shared_ptr<const Machine>> Machine::from_json(const json::valu
     s.segment = str(so, "segment");
     s.description = str(so, "description");
     std::string kind = str(so, "kind");
+    if (kind != "action" && kind != "choice" && kind != "wait" && kind != "succeed" &&
+        kind != "call" && kind != "fail")
+      return bad(s.name + ": unknown state kind \"" + kind + "\"");
     s.kind = kind == "action"    ? StateKind::kAction
              : kind == "choice"  ? StateKind::kChoice
              : kind == "wait"    ? StateKind::kWait
@@ -450,7 +461,7 @@ std::string render(const Machine& m, Format f) {
         const State* first = nullptr;
         size_t count = 0;
         for (const State* s : by_segment[seg]) {
-          if (s->kind == StateKind::kAction && s->on_failure < 0) {
+          if ((s->kind == StateKind::kAction || s->kind == StateKind::kCall) && s->on_failure < 0) {
             first = first != nullptr ? first : s;
             ++count;
           }

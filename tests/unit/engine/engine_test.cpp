@@ -938,3 +938,18 @@ TEST_CASE("calls: commit-failure sweep, then a rollback undoes every node, newes
   CHECK(undone == std::vector<std::string>{R"(["echo","undo","c"])", R"(["echo","undo","b"])",
                                            R"(["echo","undo","a"])"});
 }
+
+TEST_CASE("calls: replay --from a called workflow's state is refused, naming its call") {
+  CallPackage pkg;
+  Fixture f(pkg.path);
+  std::string op = f.request("instantiate", f.instantiate_request());
+  f.run();
+  REQUIRE(f.state(op) == OpState::kCompleted);
+  auto inner = engine::replay_from(*f.store, op, "instantiate_end.nodes.check");
+  REQUIRE_FALSE(inner.ok());
+  CHECK(inner.status().message().find("replay --from instantiate_end.nodes") != std::string::npos);
+  auto outer = engine::replay_from(*f.store, op, "instantiate_end.nodes");
+  REQUIRE(outer.ok());
+  f.run();
+  CHECK(f.state(outer.value().id) == OpState::kCompleted);
+}

@@ -437,3 +437,89 @@ TEST_CASE("stepper: a failure inside a called workflow goes to the call's on_fai
   REQUIRE(r2.c.frames.size() == 1);
   CHECK(r2.c.frames[0].index == 2);
 }
+
+TEST_CASE("stepper: a secret passed to a call under a secret name stays *** after a restart") {
+  // The request's field has no secret name; the called file's input does (password).
+  auto m = machine(R"(
+start: login
+states:
+  login:
+    call: login.yaml
+    with: {password: "${request.additionalParams.pw}"}
+    next: done
+  done:
+    succeed: true
+)",
+                   [](const std::string&) -> base::Result<std::string> {
+                     return std::string(R"(
+inputs:
+  password: {type: string}
+start: pause
+states:
+  pause:
+    wait: 5s
+    next: use
+  use:
+    action: local.exec
+    with: {command: [login], env: {P: "${inputs.password}"}}
+    timeout: 1m
+    next: ok
+  ok:
+    succeed: true
+)");
+                   });
+  Stepper st = stepper();
+  Run r = run_of(m);
+  r.request = json::object{{"flavourId", "simple"}, {"additionalParams", {{"pw", "S3cret-42"}}}};
+  st.resume(r, OpState::kStarting, 1000, false);
+  take(r);
+  // The daemon stops during the wait; another reads the cursor and goes on.
+  auto cursor = engine::Cursor::from_json(r.c.to_json());
+  REQUIRE(cursor.ok());
+  Run again = run_of(m);
+  again.request = r.request;
+  again.c = std::move(cursor).value();
+  again.state = OpState::kProcessing;
+  st.resume(again, OpState::kProcessing, 7000, false);
+  REQUIRE(again.to_start.size() == 1);
+  again.to_start.clear();
+  st.result(again, again.c.cur, 0,
+            actions::Outcome::failure(base::ErrorClass::kFailed, "login failed with S3cret-42"),
+            7010);
+  st.advance(again, 7010, false);
+  std::string all;
+  for (const auto& e : again.pending.events)
+    all += json::serialize(e.data) + "\n";
+  CHECK(all.find("S3cret-42") == std::string::npos);
+  CHECK(all.find("login failed with ***") != std::string::npos);
+  CHECK(again.error_json.find("S3cret-42") == std::string::npos);
+}
+
+TEST_CASE("stepper: a loop through an empty call, with no side effect, ends at the step guard") {
+  auto m = machine(R"(
+start: again
+states:
+  again:
+    call: one.yaml
+    for_each: ${request.additionalParams.items}
+    next: more
+  more:
+    choice:
+      - when: ${len(request.additionalParams.items) > 0}
+        next: done
+    default: again
+  done:
+    succeed: true
+)",
+                   [](const std::string&) -> base::Result<std::string> {
+                     return std::string("start: ok\nstates:\n  ok:\n    succeed: true\n");
+                   });
+  Stepper st = stepper();
+  Run r = run_of(m);
+  r.request =
+      json::object{{"flavourId", "simple"}, {"additionalParams", {{"items", json::array{}}}}};
+  st.resume(r, OpState::kStarting, 1000, false);
+  // No side effect ever: the step guard ends it, instead of spinning.
+  CHECK(r.final_);
+  CHECK(r.error_json.find("more than 10000 steps") != std::string::npos);
+}

@@ -1224,3 +1224,98 @@ TEST_CASE("calls: bounded depth and size, and no call without the package's file
                                 d3) == nullptr);
   CHECK(all_text(d3).find("a call is compiled with its package") != std::string::npos);
 }
+
+TEST_CASE("calls: hostile declarations and defaults are refused or kept literal, not run") {
+  // A type nested 200 deep: an error, not a stack overflow.
+  std::string deep;
+  for (int k = 0; k < 200; ++k)
+    deep += "list(";
+  deep += "any";
+  for (int k = 0; k < 200; ++k)
+    deep += ")";
+  std::string caller =
+      "start: c\nstates:\n  c:\n    call: sub.yaml\n    next: d\n  d:\n    succeed: true\n";
+  base::Diagnostics d1;
+  CHECK(compile_files({{"main.yaml", caller},
+                       {"sub.yaml", "inputs:\n  x: {type: \"" + deep +
+                                        "\", default: []}\nstart: ok\nstates:\n  ok:\n    succeed: "
+                                        "true\n"}},
+                      d1) == nullptr);
+  CHECK(all_text(d1).find("unknown type") != std::string::npos);
+
+  // A default is literal text: `${HOME}` is handed over as written.
+  base::Diagnostics d2;
+  auto m = compile_files(
+      {{"main.yaml", caller},
+       {"sub.yaml",
+        "inputs:\n  cmd: {type: string, default: \"echo ${HOME}\"}\nstart: ok\nstates:\n  ok:\n"
+        "    succeed: true\n"}},
+      d2);
+  INFO(all_text(d2));
+  REQUIRE(m != nullptr);
+  auto v = m->states[static_cast<size_t>(m->find("instantiate_end.c"))].with.evaluate(
+      workflows::Scope{});
+  REQUIRE(v.ok());
+  CHECK(v.value().at("cmd") == "echo ${HOME}");
+
+  // A call's on_failure may not be the call itself (it would skip the failed item).
+  base::Diagnostics d3;
+  CHECK(compile_files({{"main.yaml",
+                        "start: c\nstates:\n  c:\n    call: sub.yaml\n    next: d\n    "
+                        "on_failure: c\n  d:\n    succeed: true\n"},
+                       {"sub.yaml", "start: ok\nstates:\n  ok:\n    succeed: true\n"}},
+                      d3) == nullptr);
+  CHECK(all_text(d3).find("on_failure cannot be the call itself") != std::string::npos);
+
+  // A compensation in a called file reads self and inputs, not states (the last item's).
+  base::Diagnostics d4;
+  CHECK(compile_files({{"main.yaml", caller}, {"sub.yaml", R"(start: a
+states:
+  a:
+    action: local.exec
+    with: {command: ["true"]}
+    timeout: 5s
+    next: b
+  b:
+    action: local.exec
+    with: {command: ["true"]}
+    timeout: 5s
+    compensate: {action: local.exec, with: {command: [echo, "${states.a.stdout}"]}, timeout: 5s}
+    next: ok
+  ok:
+    succeed: true
+)"}},
+                      d4) == nullptr);
+  CHECK(all_text(d4).find("a compensation in a called workflow reads self") != std::string::npos);
+}
+
+TEST_CASE("calls: a large file called many times is refused by its size, quickly") {
+  std::string big =
+      "start: ok\nstates:\n  ok:\n    succeed: true\n#" + std::string(1 << 20, 'x') + "\n";
+  std::string many = "start: c0\nstates:\n";
+  for (int i = 0; i < 300; ++i)
+    many += "  c" + std::to_string(i) + ":\n    call: big.yaml\n    next: " +
+            (i == 299 ? std::string("end") : "c" + std::to_string(i + 1)) + "\n";
+  many += "  end:\n    succeed: true\n";
+  base::Diagnostics d;
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(compile_files({{"main.yaml", many}, {"big.yaml", big}}, d) == nullptr);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  CHECK(all_text(d).find("inline more than 64 MiB") != std::string::npos);
+}
+
+TEST_CASE("a stored machine with calls says so; an unknown state kind is refused") {
+  std::map<std::string, std::string> files = {
+      {"main.yaml",
+       "start: c\nstates:\n  c:\n    call: s.yaml\n    next: d\n  d:\n    succeed: true\n"},
+      {"s.yaml", "start: ok\nstates:\n  ok:\n    succeed: true\n"}};
+  base::Diagnostics d;
+  auto m = compile_files(files, d);
+  REQUIRE(m != nullptr);
+  json::value j = m->to_json();
+  CHECK(j.at("format") == "vnflow-machine/2");
+  j.at("states").as_array()[0].as_object()["kind"] = "loop";
+  auto bad = workflows::Machine::from_json(j);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("unknown state kind \"loop\"") != std::string::npos);
+}
