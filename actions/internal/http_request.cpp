@@ -18,6 +18,7 @@
 #include <cctype>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -103,16 +104,19 @@ class HttpRequest final : public Action {
       return bad;
 
     // The probe: a read whose answer in `found` is the result (the resource is there).
+    std::optional<http::Request> probe_call;
+    std::vector<int64_t> found = {200}, absent = {404}, conflict = {409};
     if (const json::value* probe = member(in, "probe")) {
       if (!probe->is_object())
         return invalid("\"probe\" must be a map");
       const json::object& pr = probe->get_object();
       for (const auto& kv : pr) {
-        static const std::vector<std::string_view> kProbe = {"url",     "method", "query",
-                                                             "headers", "found",  "absent"};
+        static const std::vector<std::string_view> kProbe = {
+            "url", "method", "query", "headers", "found", "absent", "conflict"};
         if (std::find(kProbe.begin(), kProbe.end(), kv.key()) == kProbe.end())
-          return invalid("\"probe\" takes url, method, query, headers, found and absent, not \"" +
-                         base::printable(kv.key()) + "\"");
+          return invalid(
+              "\"probe\" takes url, method, query, headers, found, absent and conflict, not \"" +
+              base::printable(kv.key()) + "\"");
       }
       json::object merged;
       merged["url"] = member(pr, "url") != nullptr ? pr.at("url") : *member(in, "url");
@@ -127,11 +131,13 @@ class HttpRequest final : public Action {
       auto call = build(merged, p, ctx, false);
       if (!call.ok())
         return invalid(call.status().message());
-      std::vector<int64_t> found = {200}, absent = {404};
       if (Outcome bad = statuses(pr, "found", found); !bad.message.empty())
         return bad;
       if (Outcome bad = statuses(pr, "absent", absent); !bad.message.empty())
         return bad;
+      if (Outcome bad = statuses(pr, "conflict", conflict); !bad.message.empty())
+        return bad;
+      probe_call = call.value();
       auto answer = transport_.send(call.value(), p.opt);
       if (!answer.ok())
         return transport_failure(call.value(), answer.status(), "probe");
@@ -154,6 +160,14 @@ class HttpRequest final : public Action {
     int st = answer.value().status;
     bool ok = expect.empty() ? st >= 200 && st <= 299
                              : std::find(expect.begin(), expect.end(), st) != expect.end();
+    if (!ok && probe_call && std::find(conflict.begin(), conflict.end(), st) != conflict.end()) {
+      // Absent at the probe, there at the call: another client created it in between (the
+      // 404-then-create race). Read it again: found, it is the result, as the probe's is
+      // (probed: a rollback leaves it to whoever made it).
+      auto again = transport_.send(*probe_call, p.opt);
+      if (again.ok() && std::find(found.begin(), found.end(), again.value().status) != found.end())
+        return result(*probe_call, std::move(again.value()), true, start, p);
+    }
     if (!ok)
       return status_failure(call.value(), answer.value(), "", p);
     return result(call.value(), std::move(answer.value()), false, start, p);

@@ -4,7 +4,8 @@
 # test makes), the way seed 004's cluster-create flow does. Checks what the API received
 # (probes, creates, idempotency keys, credentials), retries of injected 503s, a secret in an
 # answer (secret_fields) usable by the next state and absent from every view, the log and
-# the database, an untrusted certificate refused as "invalid", replay, and --http-allow.
+# the database, a slow answer (a timeout, retried), the 404-then-create race (a 409 read again),
+# an untrusted certificate refused as "invalid", replay, and --http-allow.
 # Usage: http_request_test.sh VNFLOW_BINARY SOURCE_ROOT
 set -uo pipefail
 v=$(realpath "$1")
@@ -81,8 +82,8 @@ states:
       json: {name: "net-${instance.id}", cidr: 10.0.0.0/24}
       probe: {url: "${request.additionalParams.api}/v1/networks/net-${instance.id}"}
       expect: [201]
-    timeout: 10s
-    retry: {attempts: 4, backoff: 100ms, on: [transient]}
+    timeout: 3s
+    retry: {attempts: 4, backoff: 100ms, on: [transient, timeout]}
     next: secgroups
   secgroups:
     description: a security group per region, each get-or-create
@@ -202,10 +203,33 @@ check "the HTTPS call trusted the CA it was given" \
   test "$(jq -r '"\(.method) \(.path) \(.query) \(.status)"' "$work/tls.log")" = "GET /v1/networks owner=$i1 200"
 check "replay --dry-run reproduces the operation from its history" "$v" op replay "$o1" --dry-run
 
+# A slow answer, then the 404-then-create race. The network's probe answers after 4 s, past
+# the state's 3 s: a timeout, retried. Then another client creates sg-r9 between the probe
+# and the POST (the stand-in answers 409): the state reads it again and takes it as found.
+: >"$work/api.log"
+request "$work/inst-race.json" "$T_DIR/ca.pem" '["r9"]'
+i4=$("$v" instance create --package "$p")
+fault '{"method": "GET", "path": "/v1/networks/net-'"$i4"'", "delay_ms": 4000, "times": 1}'
+fault '{"method": "POST", "path": "/v1/secgroups", "race": true, "times": 1}'
+o4=$("$v" instance instantiate "$i4" --request "$work/inst-race.json")
+wait_op "$o4" 60
+check "a probe slower than the state's timeout is retried as a timeout" \
+  grep -q 'retry_scheduled instantiate_end.network attempt 1: timeout' <("$v" op history "$o4")
+check "... and the network is created once" \
+  test "$(log 'select(.method == "POST" and .path == "/v1/networks") | .status' | tr '\n' ' ')" = "201 "
+check "a get-or-create that loses the race to another client completes" \
+  test "$(op_state "$o4")" = COMPLETED || "$v" op show "$o4"
+check "... probe 404, POST 409 (someone else's), probe again 200" \
+  test "$(log 'select(.path | startswith("/v1/secgroups")) | "\(.method) \(.status)"' | tr '\n' ' ')" = \
+  "GET 404 POST 409 GET 200 "
+check "... its result is the other client's resource, probed (a rollback leaves it)" \
+  test "$("$v" op history "$o4" --json | jq -r '.[] | select(.kind == "succeeded" and .state == "instantiate_end.secgroups") | "\(.data.probed) \(.data.json.by)"')" = "true someone else"
+
 # A 4xx is the author's mistake: no retry, the answer's message in the reason. Then, after
 # an operator's retry, a CA that did not sign the server's certificate: refused at once as
 # "invalid", no retry either.
 i2=$("$v" instance create --package "$p")
+tls_before=$(wc -l <"$work/tls.log")
 fault '{"method": "GET", "path": "/v1/networks/net-'"$i2"'", "status": 400, "times": 1}'
 o2=$("$v" instance instantiate "$i2" --request "$work/inst-other-ca.json")
 wait_op "$o2" 60
@@ -218,7 +242,7 @@ check "an untrusted certificate leaves FAILED_TEMP" test "$(op_state "$o2")" = F
 "$v" op show "$o2" >"$work/show2.txt"
 check "... class invalid, at the TLS handshake" \
   grep -q 'instantiate_end.over_tls: invalid: http.request GET https://127.0.0.1:[0-9]*/v1/networks: TLS handshake' "$work/show2.txt"
-check "... nothing reached the HTTPS server" test "$(wc -l <"$work/tls.log")" -eq 1
+check "... nothing reached the HTTPS server" test "$(wc -l <"$work/tls.log")" -eq "$tls_before"
 stop_daemon
 
 # --http-allow: a daemon confined to other networks contacts nothing.
