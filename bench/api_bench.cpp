@@ -310,15 +310,29 @@ int main(int argc, char** argv) {
     body = res.body();
   }
   FixedServer fixed(body, threads);
+  // The same API answering on its I/O threads (--api-threads 0): what the hand-off to the
+  // handler threads costs, in the same run.
+  api::ServerOptions so0 = so;
+  so0.handler_threads = 0;
+  api::Server inline_server(store, so0);
+  if (auto s = inline_server.start(); !s.ok()) {
+    std::fprintf(stderr, "api_bench: %s\n", s.message().c_str());
+    return 1;
+  }
   std::printf("body: %zu bytes\n", body.size());
   Load f1 = hammer(fixed.port(), target, clients, secs);
   Load v = hammer(server.port(), target, clients, secs);
+  Load v0 = hammer(inline_server.port(), target, clients, secs);
   Load f2 = hammer(fixed.port(), target, clients, secs);
+  inline_server.stop();
   print_load("fixed_before", f1);
   print_load("vnflow", v);
+  print_load("vnflow_api_threads_0", v0);
   print_load("fixed_after", f2);
   double ratio = v.rps / ((f1.rps + f2.rps) / 2);
   std::printf("ratio_rps: %.2f (vnflow / minimal Beast server)\n", ratio);
+  std::printf("ratio_rps_api_threads_0: %.2f (vnflow answering on its I/O threads / minimal)\n",
+              v0.rps / ((f1.rps + f2.rps) / 2));
   bool ok_a = ratio >= 0.5 && v.errors == 0;
   std::printf("floor get_instance_ratio >= 0.5: %s\n", ok_a ? "PASS" : "FAIL");
 

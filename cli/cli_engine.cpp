@@ -337,7 +337,8 @@ const CommandSpec& daemon_command() {
           "                      chain and key (mode 600)\n"
           "  --api-page-size N   list entries per page (default 100)\n"
           "  --api-threads N     threads answering requests that use the database (default\n"
-          "                      8; 1 to 256): a request waiting on it holds up no other\n"
+          "                      8; up to 256): a request waiting on it holds up no other;\n"
+          "                      0: answer them on the I/O threads\n"
           "  --trust FILE        packages uploaded over the API: verify their SOL004\n"
           "                      signatures against these CAs (PEM), as package onboard\n"
           "  --require-signature   with --trust: an unsigned upload is not onboarded\n"
@@ -1020,9 +1021,10 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
       ao->page_size = static_cast<size_t>(*n);
     }
     if (o.has("--api-threads")) {
-      auto n = parse_positive(o.get("--api-threads"), 256);
+      auto n = o.get("--api-threads") == "0" ? std::optional<long long>(0)
+                                             : parse_positive(o.get("--api-threads"), 256);
       if (!n)
-        return usage_error(spec, "--api-threads needs an integer from 1 to 256");
+        return usage_error(spec, "--api-threads needs an integer from 0 to 256");
       ao->handler_threads = static_cast<int>(*n);
     }
     auto checks = std::make_shared<engine::PackageCheckOptions>();

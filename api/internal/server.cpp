@@ -169,10 +169,10 @@ base::Status check_options(const ServerOptions& o) {
     if (base::Status s = check_secret_file(o.tls.key_file, "the TLS key"); !s.ok())
       return s;
   }
-  if (o.threads < 1 || o.handler_threads < 1 || o.handler_threads > 256 || o.page_size < 1 ||
+  if (o.threads < 1 || o.handler_threads < 0 || o.handler_threads > 256 || o.page_size < 1 ||
       o.max_connections < 1)
     return base::Status::InvalidArgument(
-        "threads, page size and connection cap must be >= 1; API threads 1 to 256");
+        "threads, page size and connection cap must be >= 1; API threads 0 to 256");
   return base::Status::Ok();
 }
 
@@ -601,7 +601,7 @@ base::Status Server::start() {
     return s;
   if (i.opt.auth == AuthMode::kKeystone)
     i.auth_pool.emplace(4);
-  if (!i.opt.metrics_only)
+  if (!i.opt.metrics_only && i.opt.handler_threads > 0)
     i.handler_pool.emplace(static_cast<size_t>(i.opt.handler_threads));
   boost::system::error_code ec;
   auto addr = net::ip::make_address(i.opt.address, ec);

@@ -97,8 +97,11 @@ check "an unsupported cloud is refused, named" grep -q 'config-mock is on MOCK, 
 "$v" op fail "$o0b" >/dev/null
 check "... and nothing was created" bash -c "! jq -r .method '$work/api.log' | grep -qE 'POST|DELETE|PUT'"
 
-# --- the cluster
+# --- the cluster. Another client creates the AWS region's security group between its probe
+# and its POST (the 404-then-create race: the stand-in answers 409).
 : >"$work/api.log"
+curl -s -o /dev/null -X POST "http://127.0.0.1:$port/_control/fault" \
+  -d '{"method": "POST", "path": "/tumblebug/ns/ns01/resources/securityGroup", "race": true, "times": 1}'
 i1=$("$v" instance create --package "$p")
 o1=$("$v" instance instantiate "$i1" --request "$work/create.json")
 wait_op "$o1" 180
@@ -116,7 +119,8 @@ GET /region/ap-northeast-2 200
 GET /ns/ns01/resources/vNet/config-aws-ap-vpc 404
 POST /ns/ns01/resources/vNet 201
 GET /ns/ns01/resources/securityGroup/config-aws-ap-sg 404
-POST /ns/ns01/resources/securityGroup 201
+POST /ns/ns01/resources/securityGroup 409
+GET /ns/ns01/resources/securityGroup/config-aws-ap-sg 200
 GET /ns/ns01/resources/sshKey/config-aws-ap-sshkey 404
 POST /ns/ns01/resources/sshKey 201
 GET /ns/ns01/resources/image/config-aws-ap-image 404
@@ -142,6 +146,8 @@ check "every seed-004 step of 1-3 happened: validation, then get-or-create per r
   test "$(sort "$work/calls.txt" | md5sum)" = "$(printf '%s\n' "$expected" | sort | md5sum)"
 check "... in the seed's order: namespace, connections, MCIS absent, then each region in turn (spec, region, vNet, SG, key, image, spec), then the MCIS" \
   test "$(sed -n '1p;4,$p' "$work/calls.txt")" = "$(printf '%s\n' "$expected" | sed -n '1p;4,$p')"
+check "the security group another client made meanwhile was taken as found (probed), the GCP one created" \
+  test "$("$v" op history "$o1" --json | jq -r '[.[] | select(.kind == "succeeded" and .state == "instantiate_end.regions.security_group") | .data.probed | tostring] | join(" ")')" = "true false"
 check "the GCP image another cluster registered was found, not registered again" \
   test "$(jq -r 'select(.method == "POST" and (.path | endswith("/image"))) | .body | fromjson | .name' "$work/api.log")" = config-aws-ap-image
 check "every call carried Tumblebug's credentials" test "$(jq -r .auth "$work/api.log" | sort -u)" = ok

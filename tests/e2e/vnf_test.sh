@@ -145,15 +145,19 @@ scenario_registry_faults() {
   registry_request "$work/fail3.json" '{"standin_fail_times": "install-docker=3"}'
   registry_request "$work/fail9.json" '{"standin_fail_times": "install-docker=9"}'
   registry_request "$work/slow.json" '{"standin_step_secs": 3}'
+  # C's steps take 6 s: sshd must die while install-docker runs, after the CLI commands
+  # that find the VM (a few seconds on a loaded machine: with 3 s steps CI once killed sshd
+  # after the step had finished, and nothing was retried).
+  registry_request "$work/slower.json" '{"standin_step_secs": 6}'
   a=$("$vnflow" instance create --package "$pkg" --name fail-then-retry)
   b=$("$vnflow" instance create --package "$pkg" --name fail-then-rollback)
   c=$("$vnflow" instance create --package "$pkg" --name sshd-killed)
   d=$("$vnflow" instance create --package "$pkg" --name daemon-killed)
   op_a=$("$vnflow" instance instantiate "$a" --request "$work/fail3.json")
   op_b=$("$vnflow" instance instantiate "$b" --request "$work/fail9.json")
-  op_c=$("$vnflow" instance instantiate "$c" --request "$work/slow.json")
+  op_c=$("$vnflow" instance instantiate "$c" --request "$work/slower.json")
 
-  # C: sshd killed while install-docker runs (each step takes 3 s): the broken connection
+  # C: sshd killed while install-docker runs (each step takes 6 s): the broken connection
   # is transient, the step is retried on a new connection, and nothing is applied twice.
   if wait_dispatched "$op_c" instantiate_end.install_docker 120; then
     sleep 1

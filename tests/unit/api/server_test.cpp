@@ -239,7 +239,7 @@ class StuckStore : public vnflow_test::StoreWrapper {
     std::lock_guard<std::mutex> l(mu_);
     return stuck_;
   }
-  void release() {
+  void unstick() {
     std::lock_guard<std::mutex> l(mu_);
     released_ = true;
     cv_.notify_all();
@@ -290,7 +290,7 @@ TEST_CASE("requests stuck on the database hold up no other request", "[api][serv
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
   }
   // Released, the stuck ones are answered (no such instance).
-  store.release();
+  store.unstick();
   for (auto& s : stuck)
     CHECK(read_all(*s).rfind("HTTP/1.1 404", 0) == 0);
   server->stop();
