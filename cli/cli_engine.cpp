@@ -337,7 +337,7 @@ const CommandSpec& daemon_command() {
           "                      chain and key (mode 600)\n"
           "  --api-page-size N   list entries per page (default 100)\n"
           "  --api-threads N     threads answering requests that use the database (default\n"
-          "                      8; up to 256): a request waiting on it holds up no other;\n"
+          "                      8; up to 256): one waiting on it holds up no I/O thread;\n"
           "                      0: answer them on the I/O threads\n"
           "  --trust FILE        packages uploaded over the API: verify their SOL004\n"
           "                      signatures against these CAs (PEM), as package onboard\n"

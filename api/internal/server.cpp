@@ -416,10 +416,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     }
     if (host_ok)
       in.base_url = srv_.scheme + "://" + std::string(host);
-    // What needs no store is answered here; the rest on the handler threads, the session
-    // waiting (its timer stopped: the store bounds the wait).
-    bool inline_answer = route_ == "/metrics" || srv_.opt.metrics_only ||
-                         (path_.size() >= 13 && path_.substr(path_.size() - 13) == "/api_versions");
+    // The API's versions need no store: answered here. The rest on the handler threads
+    // (/metrics too: the daemon's collector counts operations in the store), the session
+    // waiting with its timer stopped: the store's own timeouts bound the wait. By the route
+    // pattern, not the path: .../vnf_instances/api_versions is an instance's id.
+    bool inline_answer = route_.size() >= 13 && route_.ends_with("/api_versions");
     if (inline_answer || !srv_.handler_pool)
       return send(answer(in), keep);
     tcp().expires_never();
@@ -601,8 +602,9 @@ base::Status Server::start() {
     return s;
   if (i.opt.auth == AuthMode::kKeystone)
     i.auth_pool.emplace(4);
-  if (!i.opt.metrics_only && i.opt.handler_threads > 0)
-    i.handler_pool.emplace(static_cast<size_t>(i.opt.handler_threads));
+  if (i.opt.handler_threads > 0)
+    i.handler_pool.emplace(static_cast<size_t>(
+        i.opt.metrics_only ? std::min(i.opt.handler_threads, 2) : i.opt.handler_threads));
   boost::system::error_code ec;
   auto addr = net::ip::make_address(i.opt.address, ec);
   if (ec)
@@ -687,9 +689,14 @@ void Server::stop() {
   i.threads.clear();
   if (i.auth_pool)
     i.auth_pool->join();
-  // Requests still in the store finish; their answers go to the stopped I/O context.
-  if (i.handler_pool)
+  // Requests running in the store finish (their answers go to the stopped I/O context);
+  // those still queued are dropped, as the I/O context's are. Reset here, while the I/O
+  // context still exists: a dropped task holds its session, whose socket belongs to it.
+  if (i.handler_pool) {
+    i.handler_pool->stop();
     i.handler_pool->join();
+    i.handler_pool.reset();
+  }
 }
 
 }  // namespace api

@@ -252,6 +252,18 @@ class StuckStore : public vnflow_test::StoreWrapper {
   bool released_ = false;
 };
 
+// Whatever fails in a test, the stuck requests end (the server's stop waits for them).
+struct Unstick {
+  StuckStore& s;
+  ~Unstick() { s.unstick(); }
+};
+
+// Sends GET `target` on a new connection that closes after the answer.
+void get_closing(tcp::socket& s, const tcp::endpoint& ep, const std::string& target) {
+  s.connect(ep);
+  net::write(s, net::buffer("GET " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+}
+
 }  // namespace
 
 TEST_CASE("requests stuck on the database hold up no other request", "[api][server]") {
@@ -259,17 +271,14 @@ TEST_CASE("requests stuck on the database hold up no other request", "[api][serv
   auto db = engine::open_database((t.dir / "vnflow.db").string());
   REQUIRE(db.ok());
   StuckStore store(*db.value());
+  Unstick unstick{store};
   api::ServerOptions o;
   o.auth = api::AuthMode::kNone;
   auto server = start_server(store, o);
   REQUIRE(server != nullptr);
   net::io_context io;
   tcp::endpoint ep(net::ip::make_address("127.0.0.1"), server->port());
-  auto ask = [&](tcp::socket& s, const std::string& target) {
-    s.connect(ep);
-    net::write(s,
-               net::buffer("GET " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
-  };
+  auto ask = [&ep](tcp::socket& s, const std::string& target) { get_closing(s, ep, target); };
   // More requests stuck than the server has I/O threads.
   std::vector<std::unique_ptr<tcp::socket>> stuck;
   for (int k = 0; k < o.threads + 1; ++k) {
@@ -293,5 +302,41 @@ TEST_CASE("requests stuck on the database hold up no other request", "[api][serv
   store.unstick();
   for (auto& s : stuck)
     CHECK(read_all(*s).rfind("HTTP/1.1 404", 0) == 0);
+  server->stop();
+}
+
+TEST_CASE("a /metrics scrape stuck on the database holds up no I/O thread", "[api][server]") {
+  TempDir t;
+  auto db = engine::open_database((t.dir / "vnflow.db").string());
+  REQUIRE(db.ok());
+  StuckStore store(*db.value());
+  Unstick unstick{store};
+  // The daemon's collector reads the store at every scrape (it counts operations).
+  base::Metrics metrics;
+  metrics.on_collect([&store](base::Metrics&) { (void)store.get_instance("x"); });
+  api::ServerOptions o;
+  o.auth = api::AuthMode::kNone;
+  o.metrics = &metrics;
+  auto server = start_server(store, o);
+  REQUIRE(server != nullptr);
+  net::io_context io;
+  tcp::endpoint ep(net::ip::make_address("127.0.0.1"), server->port());
+  auto ask = [&ep](tcp::socket& s, const std::string& target) { get_closing(s, ep, target); };
+  std::vector<std::unique_ptr<tcp::socket>> scrapes;
+  for (int k = 0; k < o.threads + 1; ++k) {
+    scrapes.push_back(std::make_unique<tcp::socket>(io));
+    ask(*scrapes.back(), "/metrics");
+  }
+  // One collector runs at a time: one scrape is in the store, the others wait for it.
+  store.wait_stuck(1);
+  REQUIRE(store.stuck() >= 1);
+  tcp::socket s(io);
+  auto t0 = std::chrono::steady_clock::now();
+  ask(s, "/vnflcm/v1/api_versions");
+  CHECK(read_all(s).rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+  store.unstick();
+  for (auto& sc : scrapes)
+    CHECK(read_all(*sc).rfind("HTTP/1.1 200", 0) == 0);
   server->stop();
 }
