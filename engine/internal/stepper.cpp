@@ -606,6 +606,23 @@ void Stepper::step_forward(Run& r) {
             "more than 10000 steps without a side effect: a loop of choices?", now_);
 }
 
+// A finished state's outputs (an action's, a call's): kept for the states after it and
+// written with the next commit. Sealed whole at rest when `secret`, or when they repeat a
+// known secret (a hook echoing what it was given, a field of secret_fields): looked for in
+// the strings themselves, not in the serialized text, where a multi-line secret's line
+// breaks are escaped.
+void Stepper::keep_outputs(Run& r, const std::string& state, json::value out, bool secret) {
+  secret = secret || (!r.secrets.empty() && holds_secret(out, r.secrets));
+  if (secret) {
+    if (std::find(r.c.secret_states.begin(), r.c.secret_states.end(), state) ==
+        r.c.secret_states.end())
+      r.c.secret_states.push_back(state);
+    r.c.seal_body = true;
+  }
+  r.pending.outputs.push_back({r.id, state, json::serialize(out), secret});
+  r.c.outputs[state] = std::move(out);
+}
+
 // A call state: starts its list (once), then runs the called workflow for each item in
 // turn, and when every item returned, keeps what they returned as its outputs. Returns true
 // when the run moved to another state.
@@ -680,14 +697,7 @@ bool Stepper::step_call(Run& r, const State& s) {
   json::value out = s.for_each.empty()
                         ? (f.results.empty() ? json::value(json::object()) : f.results[0])
                         : json::value(f.results);
-  bool secret = !r.secrets.empty() && holds_secret(out, r.secrets);
-  if (secret && std::find(r.c.secret_states.begin(), r.c.secret_states.end(), s.name) ==
-                    r.c.secret_states.end())
-    r.c.secret_states.push_back(s.name);
-  if (secret)
-    r.c.seal_body = true;
-  r.pending.outputs.push_back({r.id, s.name, json::serialize(out), secret});
-  r.c.outputs[s.name] = std::move(out);
+  keep_outputs(r, s.name, std::move(out), false);
   r.c.frames.pop_back();  // done: a `next` back to this call starts it anew
   goto_state(r, s.next);
   return true;
@@ -836,28 +846,19 @@ bool Stepper::step_action(Run& r, const State& s) {
   for (const auto& it : r.c.items)
     all_done = all_done && it.status == ItemStatus::kDone;
   if (all_done) {
+    json::value out;
     if (s.for_each.empty()) {
-      r.c.outputs[s.name] = r.c.items.empty() ? json::value() : r.c.items[0].outputs;
+      out = r.c.items.empty() ? json::value() : r.c.items[0].outputs;
     } else {
       json::array outs;
       for (const auto& it : r.c.items)
         outs.push_back(it.outputs);
-      r.c.outputs[s.name] = std::move(outs);
+      out = std::move(outs);
     }
     bool secret = r.c.secret_paths.count(s.name) > 0;  // secret_fields: sealed whole at rest
     for (const auto& it : r.c.items)
       secret = secret || it.secret;
-    // Outputs that repeat a known secret (a hook echoing what it was given, a field of
-    // secret_fields) are sealed whole too. Looked for in the strings themselves, not in the
-    // serialized text, where a multi-line secret's line breaks are escaped.
-    secret = secret || (!r.secrets.empty() && holds_secret(r.c.outputs[s.name], r.secrets));
-    std::string text = json::serialize(r.c.outputs[s.name]);
-    if (secret && std::find(r.c.secret_states.begin(), r.c.secret_states.end(), s.name) ==
-                      r.c.secret_states.end())
-      r.c.secret_states.push_back(s.name);
-    if (secret)
-      r.c.seal_body = true;
-    r.pending.outputs.push_back({r.id, s.name, std::move(text), secret});
+    keep_outputs(r, s.name, std::move(out), secret);
     goto_state(r, s.next);
     return true;
   }

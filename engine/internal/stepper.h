@@ -120,6 +120,7 @@ class Stepper {
   void step_forward(Run& r);
   bool step_action(Run& r, const workflows::State& s);
   bool step_call(Run& r, const workflows::State& s);
+  void keep_outputs(Run& r, const std::string& state, json::value out, bool secret);
   bool return_from(Run& r, const workflows::State& s);
   // The frame of call state `call` in progress; nullptr when none (or call < 0).
   static const Frame* frame_of(const Run& r, int call);
