@@ -694,4 +694,93 @@ bool is_loopback_host(std::string_view host) {
          std::memcmp(a, &in6addr_loopback, sizeof a) == 0;
 }
 
+// ---------------------------------------------------------------------------------------
+// WorkQueue
+
+WorkQueue::WorkQueue(size_t threads) {
+  threads_.reserve(threads);
+  for (size_t i = 0; i < std::max<size_t>(1, threads); ++i)
+    threads_.emplace_back([this] { work(); });
+}
+
+WorkQueue::~WorkQueue() {
+  join();
+}
+
+void WorkQueue::push(std::function<void()> job) {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (joining_)
+      return;
+    q_.push_back(std::move(job));
+    // One signal per sleeping worker at most, however many jobs come: a signalled worker
+    // that has not woken yet will find this job too.
+    if (sleeping_ > signalled_) {
+      ++signalled_;
+      ++wakes_;
+      wake = true;
+    }
+  }
+  if (wake)
+    cv_.notify_one();
+}
+
+void WorkQueue::push_all(std::vector<std::function<void()>>& jobs) {
+  size_t wake = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (joining_) {
+      jobs.clear();
+      return;
+    }
+    for (auto& j : jobs)
+      q_.push_back(std::move(j));
+    wake = std::min(jobs.size(), sleeping_ - std::min(sleeping_, signalled_));
+    signalled_ += wake;
+    wakes_ += wake;
+  }
+  jobs.clear();
+  for (size_t i = 0; i < wake; ++i)
+    cv_.notify_one();
+}
+
+void WorkQueue::work() {
+  std::unique_lock<std::mutex> l(mu_);
+  for (;;) {
+    while (q_.empty() && !joining_) {
+      ++sleeping_;
+      cv_.wait(l);
+      --sleeping_;
+      if (signalled_ > 0)
+        --signalled_;
+    }
+    if (q_.empty())
+      return;  // joining, and nothing left
+    std::function<void()> job = std::move(q_.front());
+    q_.pop_front();
+    l.unlock();
+    job();
+    job = nullptr;  // its captures are released outside the lock
+    l.lock();
+  }
+}
+
+void WorkQueue::join() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    joining_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_)
+    if (t.joinable() && t.get_id() != std::this_thread::get_id())
+      t.join();
+  threads_.clear();
+}
+
+uint64_t WorkQueue::wakes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return wakes_;
+}
+
 }  // namespace base

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <functional>
 #include <initializer_list>
 #include <map>
@@ -36,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -394,6 +396,38 @@ class FairMutex {
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t next_ = 0, serving_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------
+// Worker threads fed in bursts. A burst of N jobs (push_all) pushed while W workers sleep
+// wakes min(N, W) of them once each (a pool that signals per job pays a futex wake and a
+// context switch for each of a burst of 200, as workers faster than the producer fall
+// asleep between jobs); a woken worker runs jobs until the queue is empty. Jobs start in the order
+// they were pushed. join() runs what is queued, then ends the threads; after it, push() runs
+// nothing. Thread-safe.
+class WorkQueue {
+ public:
+  explicit WorkQueue(size_t threads);
+  ~WorkQueue();  // join()
+  WorkQueue(const WorkQueue&) = delete;
+  WorkQueue& operator=(const WorkQueue&) = delete;
+
+  void push(std::function<void()> job);
+  // Queues every job of `jobs` (and empties it) under one lock: a burst.
+  void push_all(std::vector<std::function<void()>>& jobs);
+  void join();
+  // Futex wakes made so far (for tests and the bench).
+  uint64_t wakes() const;
+
+ private:
+  void work();
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> q_;
+  size_t sleeping_ = 0, signalled_ = 0;
+  uint64_t wakes_ = 0;
+  bool joining_ = false;
+  std::vector<std::thread> threads_;
 };
 
 // ---------------------------------------------------------------------------------------

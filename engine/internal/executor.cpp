@@ -27,6 +27,7 @@
 
 #include "engine/engine.h"
 #include "engine/internal/cursor.h"
+#include "engine/internal/shell.h"
 #include "engine/internal/stepper.h"
 #include "engine/internal/vim_actions.h"
 #include "tosca/tosca.h"
@@ -53,16 +54,7 @@ struct Engine::Impl {
   EngineOptions opt;
   asio::io_context io{1};  // one thread runs it
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
-  asio::thread_pool pool;
   asio::steady_timer poll_timer{io};
-  // The daemon's lease on a shared store (Store::register_daemon), renewed by a thread of
-  // its own from registration on (whatever the engine thread is doing, and before run()).
-  Store::Lease lease;
-  bool registered = false;
-  std::thread renewer;
-  std::mutex renew_mu;
-  std::condition_variable renew_cv;
-  bool renew_stop = false;
   std::unordered_map<std::string, std::unique_ptr<LiveRun>> runs;
   std::unordered_set<std::string> known;               // loaded, or being reloaded
   std::unordered_map<std::string, int> running_by_op;  // actions in flight, any generation
@@ -73,6 +65,10 @@ struct Engine::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<bool> wake_posted{false};  // a wake() read of the queue is on its way
   std::atomic<bool> hard_stop{false};
+  Dispatcher dispatcher;  // runs the actions
+  // The daemon's lease on a shared store, renewed by a thread of its own from registration
+  // on (whatever the engine thread is doing, and before run()).
+  LeaseKeeper lease;
   std::function<void(const std::string&, OpState)> settled;
   Stepper stepper{registry, opt.max_redispatch};
   int64_t now() const { return opt.clock->wall_ms(); }
@@ -81,9 +77,18 @@ struct Engine::Impl {
   // results, timers, polls); one handler posted behind them commits the whole queue in one
   // transaction and then runs the callbacks. Committing on the engine thread saves two
   // thread hand-offs per transition; the batching comes from the event loop.
+  //
+  // A group of kCommitterGroup batches or more goes to a thread of its own, so that the
+  // engine thread steps what comes meanwhile instead of waiting for the disk (with 200
+  // operations running, the fsync overlaps the next group's stepping); a smaller one is
+  // committed here at once, as two hand-offs would cost it more than they save. One group
+  // is in flight at a time.
+  static constexpr size_t kCommitterGroup = 8;
   struct Req {
     Batch batch;
     std::function<void(base::Status, bool fenced)> done;
+    base::Status status;  // the group's, on its first Req
+    double took_s = 0;
   };
   // Failed commits (disk full, a read-only file): the operations are reloaded from their
   // last commit after a delay that doubles up to 5 s, and the failure is logged once per
@@ -94,6 +99,8 @@ struct Engine::Impl {
   uint64_t fails_since_log = 0;
   std::vector<Req> queue;
   bool commit_scheduled = false;
+  bool commit_in_flight = false;  // a group on the committer thread
+  base::WorkQueue committer{1};
   mutable std::mutex stats_mu;
   EngineStats stats;
 
@@ -152,7 +159,10 @@ struct Engine::Impl {
       : store(s),
         registry(std::move(r)),
         opt(std::move(o)),
-        pool(static_cast<size_t>(std::max(1, opt.workers))) {
+        dispatcher(io, static_cast<size_t>(std::max(1, opt.workers)), opt.metrics, opt.clock,
+                   stopping, hard_stop,
+                   [this](std::vector<Dispatcher::Result>& got) { take_results(got); }),
+        lease(store, opt.owner, opt.lease_ttl) {
     private_files = store.private_files();
     add_vim_actions(registry, &store);
     if (opt.metrics != nullptr)
@@ -209,9 +219,10 @@ struct Engine::Impl {
   }
 
   ~Impl() {
-    stop_renewer();
+    lease.stop();
     hard_stop = true;
-    pool.join();
+    dispatcher.join();
+    committer.join();
     if (hook_lock_fd >= 0)
       ::close(hook_lock_fd);
   }
@@ -221,18 +232,37 @@ struct Engine::Impl {
 
   void commit_now() {
     commit_scheduled = false;
-    if (queue.empty())
-      return;
-    std::vector<Req> group;
-    if (queue.size() <= opt.max_group) {
-      group.swap(queue);
+    if (queue.empty() || commit_in_flight)
+      return;  // a commit on the committer thread schedules the next when it is done
+    auto group = std::make_shared<std::vector<Req>>();
+    size_t take = std::min(queue.size(), opt.max_group);
+    if (take == queue.size()) {
+      group->swap(queue);
     } else {
-      group.assign(
-          std::make_move_iterator(queue.begin()),
-          std::make_move_iterator(queue.begin() + static_cast<std::ptrdiff_t>(opt.max_group)));
-      queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(opt.max_group));
-      schedule_commit();
+      group->assign(std::make_move_iterator(queue.begin()),
+                    std::make_move_iterator(queue.begin() + static_cast<std::ptrdiff_t>(take)));
+      queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(take));
     }
+    if (group->size() < kCommitterGroup) {
+      apply_group(*group);
+      commit_done(*group);
+      return;
+    }
+    // A large group: committed on the committer thread while this one steps the results
+    // that come meanwhile (they form the next group).
+    commit_in_flight = true;
+    committer.push([this, group] {
+      apply_group(*group);
+      asio::post(io, [this, group] {
+        commit_in_flight = false;
+        commit_done(*group);
+      });
+    });
+  }
+
+  // The store's transaction for a group (the engine thread, or the committer thread while
+  // the engine thread goes on): its status and duration go with the group.
+  void apply_group(std::vector<Req>& group) {
     std::vector<const Batch*> ptrs;
     ptrs.reserve(group.size());
     for (const auto& r : group)
@@ -241,6 +271,15 @@ struct Engine::Impl {
     base::Status st = store.apply(ptrs);
     if (st.ok() && opt.on_commit)
       opt.on_commit();
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+    group.front().status = st;
+    group.front().took_s = took.count();
+  }
+
+  // On the engine thread, once a group's transaction ended: the counts, the log, the Runs'
+  // callbacks, and the calls the commit allowed.
+  void commit_done(std::vector<Req>& group) {
+    const base::Status st = group.front().status;
     {
       std::lock_guard<std::mutex> l(stats_mu);
       stats.commits++;
@@ -249,9 +288,8 @@ struct Engine::Impl {
         stats.commit_failures++;
     }
     if (base::Metrics* m = opt.metrics) {
-      std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
       m->add("vnflow_commits_total", {});
-      m->observe("vnflow_commit_duration_seconds", {}, took.count());
+      m->observe("vnflow_commit_duration_seconds", {}, group.front().took_s);
       m->observe("vnflow_commit_batch_size", {}, static_cast<double>(group.size()));
       if (st.ok()) {
         size_t written = 0;
@@ -265,7 +303,11 @@ struct Engine::Impl {
     if (st.ok()) {
       for (const auto& r : group) {
         if (!r.batch.fenced)
-          log_committed(r.batch);
+          log_committed(r.batch, [this](const std::string& id) {
+            auto it = runs.find(id);
+            return it != runs.end() ? std::pair{it->second->instance_id, it->second->operation}
+                                    : std::pair<std::string, std::string>{};
+          });
       }
     }
     if (st.ok() && commit_fail_streak > 0) {
@@ -275,58 +317,10 @@ struct Engine::Impl {
     }
     for (auto& r : group)
       r.done(st, r.batch.fenced);
-  }
-
-  // The log's account of an operation: its start, its settled state and every failed
-  // attempt, written once committed (the log never tells what the history lacks). Each line
-  // carries the operation's fields (base::LogFields) for a JSON log.
-  void log_committed(const Batch& b) {
-    for (const EventRecord& e : b.events) {
-      const json::object* data = e.data.is_object() ? &e.data.get_object() : nullptr;
-      auto text = [data](const char* key) {
-        const json::value* v = data != nullptr ? data->if_contains(key) : nullptr;
-        return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
-      };
-      // What the line says after the operation's name, and how loud; other events are not
-      // logged.
-      spdlog::level::level_enum level = spdlog::level::info;
-      std::string says;
-      if (e.kind == "op_processing") {
-        says = "PROCESSING";
-      } else if (e.kind == "op_completed") {
-        says = "COMPLETED";
-      } else if (e.kind == "op_rolled_back") {
-        says = "ROLLED_BACK";
-      } else if (e.kind == "compensating") {
-        says = "rolling back: compensating " + e.state;
-      } else if (e.kind == "op_failed_temp") {
-        level = spdlog::level::warn;
-        says = "FAILED_TEMP at " + e.state + ": " + text("message");
-      } else if (e.kind == "failed" || e.kind == "retry_scheduled") {
-        level = spdlog::level::warn;
-        says = fmt::format("{}{} attempt {} failed ({}): {}", e.state,
-                           e.item >= 0 ? " item " + std::to_string(e.item) : "", e.attempt,
-                           text("class"), text("message"));
-        if (e.kind == "retry_scheduled") {
-          const json::value* d = data != nullptr ? data->if_contains("delay_s") : nullptr;
-          says += fmt::format("; retried in {:.3g} s", d != nullptr ? d->to_number<double>() : 0.0);
-        }
-      } else {
-        continue;
-      }
-      auto it = runs.find(e.op_id);
-      std::string instance = it != runs.end() ? it->second->instance_id : "";
-      std::string operation = it != runs.end() ? it->second->operation : "";
-      base::LogFields f{{"op_id", e.op_id},
-                        {"instance_id", instance},
-                        {"operation", operation},
-                        {"state", e.state},
-                        {"attempt", e.attempt > 0 ? std::to_string(e.attempt) : ""},
-                        {"item", e.item >= 0 ? std::to_string(e.item) : ""},
-                        {"event", e.kind}};
-      spdlog::log(level, "operation {} ({} of instance {}): {}", e.op_id, operation, instance,
-                  says);
-    }
+    // The calls those commits allowed, to the workers in one burst.
+    dispatcher.flush();
+    if (!queue.empty())
+      schedule_commit();
   }
 
   void note_commit_failure(const std::string& id, const base::Status& st) {
@@ -353,7 +347,7 @@ struct Engine::Impl {
   }
 
   void submit(Batch b, std::function<void(base::Status, bool)> done) {
-    queue.push_back({std::move(b), std::move(done)});
+    queue.push_back({std::move(b), std::move(done), base::Status::Ok(), 0});
     schedule_commit();
   }
 
@@ -493,7 +487,7 @@ struct Engine::Impl {
         return;
       }
       known.erase(id);
-      if (is_active(op.value().state) && (!shared() || op.value().owner == lease.name))
+      if (is_active(op.value().state) && (!shared() || op.value().owner == lease.lease().name))
         load(op.value());
     }
   }
@@ -556,80 +550,21 @@ struct Engine::Impl {
         };
       }
     }
-    auto job = std::make_shared<Job>();
-    job->action = action;
-    job->action_name = std::move(action_name);
-    job->ctx = std::move(ctx);
-    job->inputs = std::move(inputs);
-    job->id = id;
-    job->gen = gen;
-    job->item = i;
-    job->cur = cur;
-    asio::post(pool, [this, job] { run_job(job); });
+    Dispatcher::Call c;
+    c.action = action;
+    c.action_name = std::move(action_name);
+    c.ctx = std::move(ctx);
+    c.inputs = std::move(inputs);
+    c.id = id;
+    c.gen = gen;
+    c.item = i;
+    c.cur = cur;
+    dispatcher.add(std::move(c));
   }
 
-  // One dispatched action call. A call that answers "poll again" (Outcome::poll) is
-  // called again on the pool after its delay, with the same key and deadline, without a
-  // commit; the engine sees one running item until the call settles.
-  struct Job {
-    const actions::Action* action = nullptr;
-    std::string action_name;
-    actions::Context ctx;
-    json::value inputs;
-    std::string id;
-    uint64_t gen = 0;
-    int item = 0;
-    int cur = 0;
-    std::unique_ptr<asio::steady_timer> timer;
-    int polls = 0;
-    std::chrono::steady_clock::time_point dispatched = std::chrono::steady_clock::now();
-    int64_t started_ms = 0;  // when the first call started (the clock's wall time)
-  };
-
-  void run_job(const std::shared_ptr<Job>& job) {
-    actions::Outcome out;
-    const actions::Context& ctx = job->ctx;
-    if (job->started_ms == 0)
-      job->started_ms = now();
-    if (job->action == nullptr) {
-      out = actions::Outcome::failure(
-          base::ErrorClass::kInvalid,
-          "no implementation of action \"" + job->action_name + "\" in this daemon");
-    } else if (!job->inputs.is_object()) {
-      out = actions::Outcome::failure(base::ErrorClass::kInvalid, "inputs are not a map");
-    } else {
-      try {
-        out = job->action->run(job->inputs.get_object(), ctx);
-      } catch (const std::exception& e) {
-        out = actions::Outcome::failure(base::ErrorClass::kFailed,
-                                        job->action_name + ": " + e.what());
-      }
-    }
-    if (out.poll_after_ms > 0 && !stopping && !hard_stop) {
-      auto wake = std::chrono::steady_clock::now() + std::chrono::milliseconds(out.poll_after_ms);
-      if (wake < ctx.deadline) {
-        job->polls++;
-        job->timer = std::make_unique<asio::steady_timer>(io, wake);
-        job->timer->async_wait([this, job](const boost::system::error_code&) {
-          asio::post(pool, [this, job] { run_job(job); });
-        });
-        return;
-      }
-      out = actions::Outcome::failure(base::ErrorClass::kTimeout,
-                                      job->action_name +
-                                          ": not finished within the state's timeout (" +
-                                          std::to_string(job->polls + 1) + " polls)");
-    }
-    if (base::Metrics* m = opt.metrics; m != nullptr && !hard_stop && out.poll_after_ms == 0) {
-      std::string_view kind =
-          job->action != nullptr ? std::string_view(job->action_name) : "unknown";
-      std::chrono::duration<double> took = std::chrono::steady_clock::now() - job->dispatched;
-      m->add("vnflow_actions_total", {kind, out.ok ? "ok" : base::to_string(out.error_class)});
-      m->observe("vnflow_action_duration_seconds", {kind}, took.count());
-    }
-    asio::post(io, [this, job, out = std::move(out)] {
-      on_result(job->id, job->gen, job->item, job->cur, out, job->started_ms);
-    });
+  void take_results(std::vector<Dispatcher::Result>& got) {
+    for (const Dispatcher::Result& f : got)
+      on_result(f.call->id, f.call->gen, f.call->item, f.call->cur, f.out, f.started_ms);
   }
 
   void on_result(const std::string& id, uint64_t gen, int i, int cur, const actions::Outcome& out,
@@ -788,9 +723,9 @@ struct Engine::Impl {
 
   void poll(bool all) {
     // A daemon whose lease was lost and could not register again tries at every poll.
-    if (!registered && (stopping || !register_daemon().ok()))
+    if (!lease.held() && (stopping || !register_daemon().ok()))
       return;
-    auto ops = store.claim(lease, all, opt.claim_batch);
+    auto ops = store.claim(lease.lease(), all, opt.claim_batch);
     if (!ops.ok())
       spdlog::warn("reading queued operations: {}", ops.status().message());
     if (ops.ok()) {
@@ -824,82 +759,20 @@ struct Engine::Impl {
   // -------------------------------------------------------------------------------------
   // The lease on a shared store
 
-  bool shared() const { return lease.ttl_ms > 0; }
+  bool shared() const { return lease.shared(); }
 
-  // Registers this daemon; a restart of the same name waits (up to the lease's TTL and a
-  // second) for the lease of its previous start to run out.
   base::Status register_daemon() {
-    if (registered)
-      return base::Status::Ok();
-    auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(opt.lease_ttl).count();
-    auto give_up = std::chrono::steady_clock::now() + opt.lease_ttl + std::chrono::seconds(1);
-    bool said = false;
-    for (;;) {
-      auto l = store.register_daemon(opt.owner, ttl);
-      if (l.ok()) {
-        lease = l.value();
-        registered = true;
-        if (shared()) {
-          spdlog::info("daemon \"{}\" registered (start {}), lease {} ms", lease.name,
-                       lease.incarnation, lease.ttl_ms);
-          start_renewer();
-        }
-        return base::Status::Ok();
-      }
-      if (l.status().code() != base::StatusCode::kFailedPrecondition ||
-          std::chrono::steady_clock::now() >= give_up || hard_stop)
-        return l.status();
-      if (!said)
-        spdlog::info("{}; waiting for that lease to run out", l.status().message());
-      said = true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-  }
-
-  // After run(): the lease ends and what is still active here goes back to the pool (a
-  // drained daemon's operations are taken up by the others at once, not after the TTL).
-  void release() {
-    if (!registered || !shared())
-      return;
-    stop_renewer();
-    store.release(lease);
-    registered = false;
-  }
-
-  void start_renewer() {
-    stop_renewer();
-    renew_stop = false;
-    renewer = std::thread([this, l = lease] {
-      auto every = std::chrono::milliseconds(std::max<int64_t>(l.ttl_ms / 3, 100));
-      std::unique_lock<std::mutex> lk(renew_mu);
-      while (!renew_cv.wait_for(lk, every, [this] { return renew_stop; })) {
-        lk.unlock();
-        base::Status st = store.renew(l);
-        lk.lock();
-        if (st.code() == base::StatusCode::kAborted) {
-          asio::post(io, [this, msg = st.message()] { lease_lost(msg); });
-          return;
-        }
-        if (!st.ok())
-          spdlog::warn("renewing the lease: {}", st.message());
-      }
+    return lease.acquire(hard_stop, [this](const std::string& why) {
+      asio::post(io, [this, why] { lease_lost(why); });
     });
   }
 
-  void stop_renewer() {
-    {
-      std::lock_guard<std::mutex> lk(renew_mu);
-      renew_stop = true;
-    }
-    renew_cv.notify_all();
-    if (renewer.joinable() && renewer.get_id() != std::this_thread::get_id())
-      renewer.join();
-  }
+  void release() { lease.release(); }
 
   // Lost: every operation held here may be another daemon's by now. Their commits would be
   // fenced one by one; let them all go at once, register again, and claim anew.
   void lease_lost(const std::string& why) {
-    if (!registered)
+    if (!lease.held())
       return;
     spdlog::error("{}; {} operation(s) let go", why, runs.size());
     for (auto& [id, r] : runs)
@@ -910,7 +783,7 @@ struct Engine::Impl {
       std::lock_guard<std::mutex> l(stats_mu);
       stats.running_ops = 0;
     }
-    registered = false;
+    lease.forget();
     if (stopping)
       return;
     if (base::Status rs = register_daemon(); !rs.ok()) {
@@ -936,14 +809,14 @@ struct Engine::Impl {
   void maybe_idle() {
     bool busy_actions = !running_by_op.empty();
     if (stopping) {
-      bool committing = false;
+      bool committing = commit_in_flight;
       for (const auto& [id, r] : runs)
         committing = committing || r->committing;
       if (!busy_actions && !committing)
         io.stop();
       return;
     }
-    if (until_idle && runs.empty() && reload_wanted.empty() && !busy_actions) {
+    if (until_idle && runs.empty() && reload_wanted.empty() && !busy_actions && !commit_in_flight) {
       auto ops = store.runnable(false);
       if (ops.ok() && ops.value().empty())
         io.stop();

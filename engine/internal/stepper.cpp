@@ -16,39 +16,6 @@ using workflows::StateKind;
 
 namespace {
 
-constexpr size_t kHistoryStringLimit = 4096;
-
-// Collects the string leaves of `v` (or only those under secret-named fields) that are long
-// enough to be worth scrubbing.
-void collect_secrets(const json::value& v, bool all, std::vector<std::string>& out) {
-  if (v.is_string()) {
-    std::string_view sv = v.get_string();
-    // The passwords of the URLs in it (a proxy setting): those alone, so that the URL's
-    // redacted form (user:***@host, as views and the history show it) stays as it is.
-    size_t len = 0;
-    for (size_t from = 0, at;
-         from < sv.size() &&
-         (at = actions::url_password(sv.substr(from), &len)) != std::string_view::npos;
-         from += at + len) {
-      std::string_view pw = sv.substr(from + at, len);
-      if (pw.size() >= 4 && pw != "***")
-        out.emplace_back(pw);
-    }
-    if (all && sv.size() >= 4)
-      out.emplace_back(sv);
-    // Output usually ends in a newline that a message quoting it drops.
-    size_t b = sv.find_first_not_of(" \t\r\n"), e = sv.find_last_not_of(" \t\r\n");
-    if (all && b != std::string_view::npos && e - b + 1 >= 4 && e - b + 1 < sv.size())
-      out.emplace_back(sv.substr(b, e - b + 1));
-  } else if (v.is_array()) {
-    for (const auto& x : v.get_array())
-      collect_secrets(x, all, out);
-  } else if (v.is_object()) {
-    for (const auto& kv : v.get_object())
-      collect_secrets(kv.value(), all || actions::is_secret_name(kv.key()), out);
-  }
-}
-
 // The values at `path` in `v`: names separated by '.', each followed by any number of [N]
 // (an item) or [*] (every item): "json.private_key", "json.items[*].token". A path that
 // leads nowhere finds nothing. V is json::value or const json::value (to mask them).
@@ -139,42 +106,9 @@ std::vector<std::string> string_list_input(const json::value& inputs, std::strin
   return out;
 }
 
-// True when a string of `v` contains one of `secrets`, or a number of `v` is one (in the
-// strings themselves, not in serialized text, where a multi-line secret's line breaks are
-// escaped).
-bool holds_secret(const json::value& v, const std::vector<std::string>& secrets) {
-  if (v.is_number())
-    return std::find(secrets.begin(), secrets.end(), json::serialize(v)) != secrets.end();
-  if (v.is_string())
-    return std::any_of(secrets.begin(), secrets.end(), [&](const std::string& sec) {
-      return v.get_string().find(sec) != json::string::npos;
-    });
-  if (v.is_array())
-    return std::any_of(v.get_array().begin(), v.get_array().end(),
-                       [&](const json::value& x) { return holds_secret(x, secrets); });
-  if (v.is_object())
-    return std::any_of(v.get_object().begin(), v.get_object().end(),
-                       [&](const auto& kv) { return holds_secret(kv.value(), secrets); });
-  return false;
-}
-
 bool bool_input(const json::value& inputs, std::string_view name) {
   const json::value* v = inputs.is_object() ? inputs.get_object().if_contains(name) : nullptr;
   return v != nullptr && v->is_bool() && v->get_bool();
-}
-
-// A string for_history() cut already: the first kHistoryStringLimit bytes, then
-// "...(N bytes)".
-bool already_cut(std::string_view s) {
-  if (s.size() <= kHistoryStringLimit)
-    return false;
-  std::string_view tail = s.substr(kHistoryStringLimit);
-  constexpr std::string_view kOpen = "...(", kClose = " bytes)";
-  if (tail.size() <= kOpen.size() + kClose.size() || tail.substr(0, kOpen.size()) != kOpen ||
-      tail.substr(tail.size() - kClose.size()) != kClose)
-    return false;
-  std::string_view n = tail.substr(kOpen.size(), tail.size() - kOpen.size() - kClose.size());
-  return std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 int running_items(const Run& r) {
@@ -192,30 +126,6 @@ void wake_at(Run& r, int64_t at) {
 
 std::string workflows_interpolate(const json::value& v) {
   return v.is_string() ? std::string(v.get_string()) : json::serialize(v);
-}
-
-// The VNFCs of an instance record as resource changes compare them: SOL003's id, vduId and
-// computeResource (the record's resource_id, or its id, as the VnfInstance view shows it).
-json::array vnfc_list(const json::value& instance) {
-  json::array out;
-  const json::object* o = instance.if_object();
-  const json::value* vs = o != nullptr ? o->if_contains("vnfcs") : nullptr;
-  if (vs == nullptr || !vs->is_array())
-    return out;
-  for (const auto& v : vs->get_array()) {
-    const json::object* c = v.if_object();
-    const json::value* id = c != nullptr ? c->if_contains("id") : nullptr;
-    const json::value* vdu = c != nullptr ? c->if_contains("vdu") : nullptr;
-    if (id == nullptr || !id->is_string() || vdu == nullptr || !vdu->is_string())
-      continue;
-    const json::value* rid = c->if_contains("resource_id");
-    out.push_back(json::object{
-        {"id", *id},
-        {"vduId", *vdu},
-        {"computeResource",
-         json::object{{"resourceId", rid != nullptr && rid->is_string() ? *rid : *id}}}});
-  }
-  return out;
 }
 
 // SOL003 resourceChanges from `before` to `after` (vnfc_list's): a VNFC only in `after` was
@@ -253,40 +163,30 @@ json::object resource_changes(const json::array& before, const json::array& afte
 
 }  // namespace
 
-json::value for_history(const json::value& v, const std::vector<std::string>& secrets) {
-  json::value r = actions::redact(v);
-  std::function<void(json::value&)> cut = [&](json::value& x) {
-    if (x.is_string() && !secrets.empty())
-      x = json::string(actions::scrub(std::string(x.get_string()), secrets));
-    // A number that is a known secret (secret_fields' PIN, echoed by a later answer).
-    if (x.is_number() && !secrets.empty() &&
-        std::find(secrets.begin(), secrets.end(), json::serialize(x)) != secrets.end())
-      x = "***";
-    if (x.is_string() && x.get_string().size() > kHistoryStringLimit &&
-        !already_cut(x.get_string())) {
-      size_t n = x.get_string().size();
-      std::string s(x.get_string().subview(0, kHistoryStringLimit));
-      x = json::string(s + "...(" + std::to_string(n) + " bytes)");
-    } else if (x.is_object()) {
-      for (auto& kv : x.get_object())
-        cut(kv.value());
-    } else if (x.is_array()) {
-      for (auto& i : x.get_array())
-        cut(i);
-    }
-  };
-  cut(r);
-  return r;
+// The VNFCs of an instance record as resource changes compare them: SOL003's id, vduId and
+// computeResource (the record's resource_id, or its id, as the VnfInstance view shows it).
+json::array vnfc_list(const json::value& instance) {
+  json::array out;
+  const json::object* o = instance.if_object();
+  const json::value* vs = o != nullptr ? o->if_contains("vnfcs") : nullptr;
+  if (vs == nullptr || !vs->is_array())
+    return out;
+  for (const auto& v : vs->get_array()) {
+    const json::object* c = v.if_object();
+    const json::value* id = c != nullptr ? c->if_contains("id") : nullptr;
+    const json::value* vdu = c != nullptr ? c->if_contains("vdu") : nullptr;
+    if (id == nullptr || !id->is_string() || vdu == nullptr || !vdu->is_string())
+      continue;
+    const json::value* rid = c->if_contains("resource_id");
+    out.push_back(json::object{
+        {"id", *id},
+        {"vduId", *vdu},
+        {"computeResource",
+         json::object{{"resourceId", rid != nullptr && rid->is_string() ? *rid : *id}}}});
+  }
+  return out;
 }
 
-bool Run::is_cyclic(int index) const {
-  return cyclic && index >= 0 && static_cast<size_t>(index) < cyclic->size() &&
-         (*cyclic)[static_cast<size_t>(index)] != 0;
-}
-int Run::visit() const {
-  auto it = c.visits.find(c.cur);
-  return is_cyclic(c.cur) && it != c.visits.end() ? it->second : 1;
-}
 void Run::learn_paths(const json::value& outputs, const std::vector<std::string>& paths) {
   if (outputs.is_array()) {  // a fan-out's outputs: each item's
     for (const auto& x : outputs.get_array())
@@ -302,80 +202,6 @@ void Run::learn_paths(const json::value& outputs, const std::vector<std::string>
     else
       learn_secrets(*v, true);
   }
-}
-
-void Run::learn_secrets(const json::value& v, bool all) {
-  std::vector<std::string> found;
-  collect_secrets(v, all, found);
-  for (auto& f : found) {
-    if (std::find(secrets.begin(), secrets.end(), f) == secrets.end())
-      secrets.push_back(std::move(f));
-  }
-  // Longest first, so that a secret containing another is scrubbed whole.
-  std::sort(secrets.begin(), secrets.end(),
-            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
-}
-
-std::shared_ptr<const std::vector<char>> cyclic_states(const Machine& m) {
-  size_t n = m.states.size();
-  std::vector<std::vector<int>> out(n);
-  for (size_t v = 0; v < n; ++v) {
-    const State& s = m.states[v];
-    for (int w : {s.next, s.on_failure, s.body})
-      if (w >= 0 && static_cast<size_t>(w) < n)
-        out[v].push_back(w);
-    for (const auto& c : s.choices)
-      if (c.next >= 0 && static_cast<size_t>(c.next) < n)
-        out[v].push_back(c.next);
-  }
-  auto res = std::make_shared<std::vector<char>>(n, 0);
-  std::vector<int> index(n, -1), low(n, 0), stack;
-  std::vector<char> on_stack(n, 0);
-  int counter = 0;
-  for (size_t root = 0; root < n; ++root) {
-    if (index[root] >= 0)
-      continue;
-    std::vector<std::pair<int, size_t>> frames{{static_cast<int>(root), 0}};
-    while (!frames.empty()) {
-      auto& [v, i] = frames.back();
-      auto uv = static_cast<size_t>(v);
-      if (i == 0 && index[uv] < 0) {
-        index[uv] = low[uv] = counter++;
-        stack.push_back(v);
-        on_stack[uv] = 1;
-      }
-      if (i < out[uv].size()) {
-        int w = out[uv][i++];
-        auto uw = static_cast<size_t>(w);
-        if (index[uw] < 0)
-          frames.emplace_back(w, 0);
-        else if (on_stack[uw])
-          low[uv] = std::min(low[uv], index[uw]);
-        continue;
-      }
-      if (low[uv] == index[uv]) {
-        std::vector<int> comp;
-        int w;
-        do {
-          w = stack.back();
-          stack.pop_back();
-          on_stack[static_cast<size_t>(w)] = 0;
-          comp.push_back(w);
-        } while (w != v);
-        bool self_loop = std::find(out[uv].begin(), out[uv].end(), v) != out[uv].end();
-        if (comp.size() > 1 || self_loop)
-          for (int c : comp)
-            (*res)[static_cast<size_t>(c)] = 1;
-      }
-      int done_v = v;
-      frames.pop_back();
-      if (!frames.empty()) {
-        auto up = static_cast<size_t>(frames.back().first);
-        low[up] = std::min(low[up], low[static_cast<size_t>(done_v)]);
-      }
-    }
-  }
-  return res;
 }
 
 void Stepper::event(Run& r, std::string kind, const std::string& state, int item, int attempt,
@@ -461,15 +287,6 @@ void Stepper::write_instance(Run& r) {
   w.record = json::serialize(r.instance);
   r.pending.instances.clear();
   r.pending.instances.push_back(std::move(w));
-}
-
-const Frame* Stepper::frame_of(const Run& r, int call) {
-  if (call < 0)
-    return nullptr;
-  for (auto it = r.c.frames.rbegin(); it != r.c.frames.rend(); ++it)
-    if (it->call == call)
-      return &*it;
-  return nullptr;
 }
 
 void Stepper::goto_state(Run& r, int next) {
@@ -604,133 +421,6 @@ void Stepper::step_forward(Run& r) {
   }
   fail_temp(r, "", base::ErrorClass::kInvalid,
             "more than 10000 steps without a side effect: a loop of choices?", now_);
-}
-
-// A finished state's outputs (an action's, a call's): kept for the states after it and
-// written with the next commit. Sealed whole at rest when `secret`, or when they repeat a
-// known secret (a hook echoing what it was given, a field of secret_fields): looked for in
-// the strings themselves, not in the serialized text, where a multi-line secret's line
-// breaks are escaped.
-void Stepper::keep_outputs(Run& r, const std::string& state, json::value out, bool secret) {
-  secret = secret || (!r.secrets.empty() && holds_secret(out, r.secrets));
-  if (secret) {
-    if (std::find(r.c.secret_states.begin(), r.c.secret_states.end(), state) ==
-        r.c.secret_states.end())
-      r.c.secret_states.push_back(state);
-    r.c.seal_body = true;
-  }
-  r.pending.outputs.push_back({r.id, state, json::serialize(out), secret});
-  r.c.outputs[state] = std::move(out);
-}
-
-// A call state: starts its list (once), then runs the called workflow for each item in
-// turn, and when every item returned, keeps what they returned as its outputs. Returns true
-// when the run moved to another state.
-bool Stepper::step_call(Run& r, const State& s) {
-  const int self = r.c.cur;
-  if (r.c.frames.empty() || r.c.frames.back().call != self) {
-    Frame f;
-    f.call = self;
-    if (s.for_each_expr) {
-      auto v = workflows::evaluate(*s.for_each_expr, scope(r, s, -1));
-      if (!v.ok() || !v.value().is_array() || v.value().get_array().size() > kMaxCallItems) {
-        fail_temp(r, s.name, base::ErrorClass::kInvalid,
-                  "for_each ${" + s.for_each + "}: " +
-                      (!v.ok() ? v.status().message()
-                       : !v.value().is_array()
-                           ? std::string("not a list")
-                           : std::to_string(v.value().get_array().size()) +
-                                 " items; a call runs at most " + std::to_string(kMaxCallItems)),
-                  now_);
-        return false;
-      }
-      f.values = v.value().get_array();
-    } else {
-      f.values = json::array{nullptr};
-    }
-    r.c.frames.push_back(std::move(f));
-    r.dirty = true;
-  }
-  // Here with the item at `index` to start: the first, the one after an item returned
-  // (return_from moved on), or the same again after its inputs failed.
-  Frame& f = r.c.frames.back();
-  const int item_no = s.for_each.empty() ? -1 : static_cast<int>(f.index);
-  if (static_cast<size_t>(f.index) < f.values.size()) {
-    workflows::Scope sc = scope(r, s, -1);
-    if (!s.for_each.empty()) {
-      sc.item = &f.values[static_cast<size_t>(f.index)];
-      sc.item_name = s.as;
-      sc.item_index = f.index;
-    }
-    auto in = s.with.evaluate(sc);
-    if (!in.ok() || !(in.value().is_object() || in.value().is_null()) ||
-        internal::has_sealed(in.value())) {
-      std::string msg = "inputs: " + (!in.ok() ? in.status().message()
-                                      : !in.value().is_object() && !in.value().is_null()
-                                          ? std::string("not a map")
-                                          : std::string("a sealed value could not be opened"));
-      event(r, "failed", s.name, item_no, 1, "",
-            json::object{{"class", "invalid"}, {"message", r.clean(msg)}});
-      if (s.on_failure >= 0) {
-        event(r, "on_failure", s.name, -1, 0, "",
-              json::object{{"next", r.m->states[static_cast<size_t>(s.on_failure)].name},
-                           {"class", "invalid"},
-                           {"message", r.clean(msg)}});
-        goto_state(r, s.on_failure);
-        return true;
-      }
-      fail_temp(r, s.name, base::ErrorClass::kInvalid, msg, now_);
-      return false;
-    }
-    f.inputs = in.value().is_null() ? json::value(json::object()) : std::move(in).value();
-    f.running = true;
-    r.learn_secrets(f.inputs, false);
-    // Inputs that carry a secret (a request secret passed under another name): the cursor,
-    // which keeps them for the item and its compensations, is sealed whole at rest.
-    if (!r.secrets.empty() && holds_secret(f.inputs, r.secrets))
-      r.c.seal_body = true;
-    event(r, "called", s.name, item_no, 0, "",
-          json::object{{"workflow", s.call}, {"inputs", r.hist(f.inputs)}});
-    goto_state(r, s.body);
-    return true;
-  }
-  json::value out = s.for_each.empty()
-                        ? (f.results.empty() ? json::value(json::object()) : f.results[0])
-                        : json::value(f.results);
-  keep_outputs(r, s.name, std::move(out), false);
-  r.c.frames.pop_back();  // done: a `next` back to this call starts it anew
-  goto_state(r, s.next);
-  return true;
-}
-
-// A called workflow's succeed state: its declared outputs, evaluated here, are what the
-// call's item returns; back to the call.
-bool Stepper::return_from(Run& r, const State& s) {
-  Frame* f = r.c.frames.empty() ? nullptr : &r.c.frames.back();
-  if (f == nullptr || f->call != s.owner || !f->running) {
-    fail_temp(r, s.name, base::ErrorClass::kInvalid,
-              "the operation's calls in progress do not match its machine", now_);
-    return false;
-  }
-  const State& call = r.m->states[static_cast<size_t>(s.owner)];
-  json::value out = json::object();
-  if (!call.returns.empty()) {
-    auto v = call.returns.evaluate(scope(r, s, -1));
-    if (!v.ok()) {
-      fail_temp(r, s.name, base::ErrorClass::kInvalid, "outputs: " + v.status().message(), now_);
-      return false;
-    }
-    out = std::move(v).value();
-  }
-  event(r, "returned", call.name, call.for_each.empty() ? -1 : static_cast<int>(f->index), 0, "",
-        r.hist(out));
-  if (!r.secrets.empty() && holds_secret(out, r.secrets))
-    r.c.seal_body = true;
-  f->results.push_back(std::move(out));
-  f->running = false;
-  f->index++;
-  goto_state(r, s.owner);
-  return true;
 }
 
 // Returns true when the run moved to another state (keep stepping).
@@ -1003,101 +693,6 @@ void Stepper::finish_item(Run& r, const State& s, int i, const actions::Outcome&
         json::object{{"class", base::to_string(out.error_class)}, {"message", it.msg}});
 }
 
-void Stepper::step_rollback(Run& r) {
-  const Machine& m = *r.m;
-  if (!r.c.rb_started) {
-    r.c.rb_started = true;
-    r.c.rb = static_cast<int>(r.c.done.size()) - 1;
-    r.c.rb_item = Item{};
-    r.dirty = true;
-  }
-  while (r.c.rb >= 0) {
-    const Done& d = r.c.done[static_cast<size_t>(r.c.rb)];
-    const State& s = m.states[static_cast<size_t>(d.state)];
-    Item& it = r.c.rb_item;
-    if (it.status == ItemStatus::kDispatched)
-      return;
-    if (it.status == ItemStatus::kFailed) {
-      fail_temp(r, s.name, *it.cls, "compensation: " + it.msg, now_);
-      return;
-    }
-    if (it.status == ItemStatus::kDone) {
-      r.c.rb--;
-      it = Item{};
-      r.dirty = true;
-      continue;
-    }
-    if (stopping_)
-      return;
-    workflows::Scope sc = scope(r, s, -1);
-    sc.self = &d.outputs;
-    sc.inputs = d.inputs.is_null() ? nullptr : &d.inputs;
-    if (!s.for_each.empty()) {
-      sc.item = &d.value;
-      sc.item_name = s.as;
-      sc.item_index = d.item;
-    }
-    auto in = s.compensate->with.evaluate(sc);
-    std::string key = key_for(r, s, s.for_each.empty() ? -1 : d.item, it.attempt, true, d.visit);
-    int item_no = s.for_each.empty() ? -1 : d.item;
-    if (!in.ok() || !in.value().is_object()) {
-      it.status = ItemStatus::kFailed;
-      it.cls = base::ErrorClass::kInvalid;
-      it.msg = "inputs: " + (in.ok() ? std::string("not a map") : in.status().message());
-      continue;
-    }
-    event(r, "compensating", s.name, item_no, it.attempt, key, r.hist(in.value()));
-    if (const actions::Kind* k = inline_kind(s.compensate->action); k != nullptr) {
-      json::value before = r.instance;
-      auto out = k->run_inline(in.value().get_object(), r.instance);
-      Shown shown;
-      if (out.ok) {
-        shown = shown_outputs(r, in.value(), out.outputs);
-        if (!shown.refused.empty())
-          out = actions::Outcome::failure(base::ErrorClass::kInvalid, shown.refused);
-      }
-      if (out.ok) {
-        write_instance(r);
-        it.status = ItemStatus::kDone;
-        event(r, "compensated", s.name, item_no, it.attempt, "", std::move(shown.view));
-      } else {
-        r.instance = std::move(before);
-        it.status = ItemStatus::kFailed;
-        it.cls = out.error_class;
-        it.msg = r.clean(out.message);
-      }
-      continue;
-    }
-    it.status = ItemStatus::kDispatched;
-    it.inputs = std::move(in).value();
-    r.to_start.push_back(kRollbackItem);
-    r.dirty = true;
-    return;
-  }
-  r.new_state = OpState::kRolledBack;
-  event(r, "op_rolled_back", "", -1, 0, "", nullptr);
-  r.final_ = true;
-  r.final_state = OpState::kRolledBack;
-  note_changes(r);
-}
-
-// Counts a re-dispatch of `it`; past the limit the item fails instead (the reason in its
-// message) and true is returned. An operator's retry resets the count.
-bool Stepper::poisoned(Run& r, Item& it, const std::string& state, int item_no) {
-  it.redispatches++;
-  r.dirty = true;
-  if (it.redispatches <= max_redispatch_)
-    return false;
-  it.status = ItemStatus::kFailed;
-  it.cls = base::ErrorClass::kFailed;
-  it.msg = "re-dispatched " + std::to_string(it.redispatches - 1) +
-           " times after the daemon stopped while this step ran (it may be what stops the "
-           "daemon); not dispatched again: `vnflow op retry` runs it again, `op fail` gives up";
-  event(r, "failed", state, item_no, it.attempt, "",
-        json::object{{"class", base::to_string(*it.cls)}, {"message", it.msg}});
-  return true;
-}
-
 const actions::Kind* Stepper::inline_kind(std::string_view action) const {
   const actions::Kind* k = registry_.find(action);
   return k != nullptr && k->runs_inline() ? k : nullptr;
@@ -1138,115 +733,6 @@ void Stepper::result(Run& r, int cur, int i, const actions::Outcome& out, int64_
   if (cur != r.c.cur)
     return;  // cannot happen: a state is left only when every item settled
   finish_item(r, r.m->states[static_cast<size_t>(cur)], i, out);
-}
-
-void Stepper::cancel(Run& r, int64_t now, bool stopping) {
-  if (r.cancel)
-    return;
-  now_ = now;
-  r.cancel = true;
-  event(r, "cancel_requested", "", -1, 0, "", nullptr);
-  advance(r, now, stopping);
-}
-
-std::vector<std::string> Stepper::resume(Run& r, OpState stored, int64_t now, bool stopping) {
-  now_ = now;
-  stopping_ = stopping;
-  std::vector<std::string> poisoned_states;
-  if (stored == OpState::kStarting) {
-    r.c.has_vnfcs0 = true;
-    r.c.vnfcs0 = vnfc_list(r.instance);
-    json::object data{{"instance", r.hist(r.instance)}};
-    // An occurrence started by replay --from begins elsewhere than the machine's start.
-    if (r.c.cur != r.m->start && r.c.cur >= 0 && static_cast<size_t>(r.c.cur) < r.m->states.size())
-      data["from"] = r.m->states[static_cast<size_t>(r.c.cur)].name;
-    event(r, "op_processing", "", -1, 0, "", std::move(data));
-  } else {
-    event(r, stored == OpState::kRollingBack ? "rollback_resumed" : "resumed", "", -1, 0, "",
-          json::object{{"state", std::string(to_string(stored))}});
-  }
-  // A cancel that arrived while no daemon held the operation.
-  if (r.cancel)
-    event(r, "cancel_requested", "", -1, 0, "", nullptr);
-  // An operator's retry: failed items try again; a rollback's failed compensation too.
-  if (r.state == OpState::kProcessing) {
-    for (auto& it : r.c.items) {
-      if (it.status == ItemStatus::kFailed) {
-        it.status = ItemStatus::kPending;
-        it.attempt++;
-        it.redispatches = 0;
-        it.cls.reset();
-        it.msg.clear();
-      }
-    }
-  }
-  if (r.c.rb_item.status == ItemStatus::kFailed && r.state == OpState::kRollingBack) {
-    r.c.rb_item.status = ItemStatus::kPending;
-    r.c.rb_item.attempt++;
-    r.c.rb_item.redispatches = 0;
-  }
-  if (r.is_cyclic(r.c.cur) && !r.c.visits.count(r.c.cur))
-    r.c.visits[r.c.cur] = 1;  // a new operation, or one replayed from here
-  // The secrets of the request and of earlier secret outputs, for scrubbing; and those a
-  // call's inputs named (an input called password), for its states and compensations.
-  r.learn_secrets(r.request, false);
-  for (const auto& f : r.c.frames) {
-    r.learn_secrets(f.inputs, false);
-    r.learn_secrets(json::value(f.results), false);
-  }
-  for (const auto& d : r.c.done)
-    if (!d.inputs.is_null())
-      r.learn_secrets(d.inputs, false);
-  for (const auto& name : r.c.secret_states) {
-    const json::value* o = r.c.outputs.if_contains(name);
-    auto sp = r.c.secret_paths.find(name);
-    if (o != nullptr && sp == r.c.secret_paths.end())
-      r.learn_secrets(*o, true);
-    else if (o != nullptr)  // secret_fields: only the values there
-      r.learn_paths(*o, sp->second);
-  }
-  // The items of the current state that finished before the stop: their secret_fields.
-  if (r.c.cur >= 0 && static_cast<size_t>(r.c.cur) < r.m->states.size()) {
-    auto sp = r.c.secret_paths.find(r.m->states[static_cast<size_t>(r.c.cur)].name);
-    if (sp != r.c.secret_paths.end()) {
-      for (const auto& it : r.c.items)
-        if (it.status == ItemStatus::kDone)
-          r.learn_paths(it.outputs, sp->second);
-    }
-  }
-  // Dispatched but not finished (a crash or a failed commit): the same key again, unless
-  // that happened too often already (a poison step that kills the daemon each time).
-  if (r.state == OpState::kRollingBack) {
-    if (r.c.rb_item.status == ItemStatus::kDispatched) {
-      const Done& d = r.c.done[static_cast<size_t>(r.c.rb)];
-      const std::string& name = r.m->states[static_cast<size_t>(d.state)].name;
-      if (poisoned(r, r.c.rb_item, name, -1)) {
-        poisoned_states.push_back(name);
-        advance(r, now, stopping);
-        return poisoned_states;
-      }
-      r.to_start.push_back(kRollbackItem);
-      event(r, "redispatched", name, -1, r.c.rb_item.attempt, "", nullptr);
-    }
-  } else if (r.c.cur >= 0 && static_cast<size_t>(r.c.cur) < r.m->states.size()) {
-    const State& s = r.m->states[static_cast<size_t>(r.c.cur)];
-    for (size_t i = 0; i < r.c.items.size(); ++i) {
-      if (r.c.items[i].status == ItemStatus::kDispatched) {
-        int item_no = s.for_each.empty() ? -1 : static_cast<int>(i);
-        if (poisoned(r, r.c.items[i], s.name, item_no)) {
-          poisoned_states.push_back(s.name);
-          r.to_start.clear();
-          fail_temp(r, s.name, base::ErrorClass::kFailed, r.c.items[i].msg, now);
-          return poisoned_states;
-        }
-        r.to_start.push_back(static_cast<int>(i));
-        event(r, "redispatched", s.name, item_no, r.c.items[i].attempt,
-              key_for(r, s, static_cast<int>(i), r.c.items[i].attempt, false, r.visit()), nullptr);
-      }
-    }
-  }
-  advance(r, now, stopping);
-  return poisoned_states;
 }
 
 }  // namespace engine

@@ -77,6 +77,10 @@ struct Run {
   }
 };
 
+// The VNFCs of an instance record as resource changes compare them (SOL003's id, vduId and
+// computeResource).
+json::array vnfc_list(const json::value& instance);
+
 // Which states of `m` lie on a cycle (strongly connected components, Tarjan, iterative).
 std::shared_ptr<const std::vector<char>> cyclic_states(const workflows::Machine& m);
 

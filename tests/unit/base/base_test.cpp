@@ -1,7 +1,11 @@
 #include "base/base.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <mutex>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -210,4 +214,54 @@ TEST_CASE("FairMutex serves its waiters in the order they came, the last holder 
   b.join();
   CHECK(order == std::vector<int>{1, 2, 0});
   CHECK(m.waiting() == 0);
+}
+
+TEST_CASE("WorkQueue: a burst wakes each sleeping worker once at most, runs every job, FIFO") {
+  constexpr int kWorkers = 4, kJobs = 200;
+  base::WorkQueue q(kWorkers);
+  // Let the workers fall asleep (a worker not yet waiting is not woken, and not counted).
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::mutex om;
+  std::vector<int> order;
+  std::atomic<int> ran{0};
+  std::vector<std::function<void()>> burst;
+  for (int i = 0; i < kJobs; ++i)
+    burst.push_back([&, i] {
+      {
+        std::lock_guard<std::mutex> l(om);
+        order.push_back(i);
+      }
+      ran++;
+    });
+  q.push_all(burst);
+  CHECK(burst.empty());
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (ran < kJobs && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(ran == kJobs);
+  // A queue that signals per job would have woken a worker for every one of them.
+  CHECK(q.wakes() <= static_cast<uint64_t>(kWorkers));
+  CHECK(q.wakes() >= 1);
+  {
+    std::lock_guard<std::mutex> l(om);
+    std::vector<int> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    for (int i = 0; i < kJobs; ++i)
+      CHECK(sorted[static_cast<size_t>(i)] == i);
+  }
+
+  // One worker: the jobs run in the order they were pushed.
+  base::WorkQueue one(1);
+  std::vector<int> seq;
+  for (int i = 0; i < 50; ++i)
+    one.push([&seq, i] { seq.push_back(i); });
+  // join() runs what is queued; a push after it runs nothing.
+  one.join();
+  std::vector<int> want(50);
+  std::iota(want.begin(), want.end(), 0);
+  CHECK(seq == want);
+  bool late = false;
+  one.push([&late] { late = true; });
+  one.join();
+  CHECK_FALSE(late);
 }

@@ -1,0 +1,129 @@
+// Parts of the executor's shell (executor.cpp) that hold none of its Runs: the dispatcher
+// of action calls, the daemon's lease on a shared store, and the log's account of what a
+// commit wrote.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <boost/json.hpp>
+
+#include "actions/actions.h"
+#include "base/base.h"
+#include "engine/engine.h"
+
+namespace engine {
+
+// Action calls run on worker threads, handed over in bursts (base::WorkQueue); their results
+// come back to the engine's io_context in bursts too: the first result of a burst posts one
+// handler, which takes every result that came meanwhile (a post per result would wake the
+// engine thread for each). A call that answers "poll again" (Outcome::poll) is called again
+// on the workers after its delay, with the same key and deadline, without a commit.
+class Dispatcher {
+ public:
+  struct Call {
+    const actions::Action* action = nullptr;  // null: no implementation in this daemon
+    std::string action_name;
+    actions::Context ctx;
+    json::value inputs;
+    std::string id;  // the operation's
+    uint64_t gen = 0;
+    int item = 0;
+    int cur = 0;
+  };
+  struct Result {
+    std::shared_ptr<const Call> call;
+    actions::Outcome out;
+    int64_t started_ms = 0;  // when the first call started (the clock's wall time)
+  };
+  // `on_results` runs on the io_context's thread with each burst of results. `stopping`
+  // (draining) and `hard_stop` end polling: the call is left dispatched, and a result
+  // with poll_after_ms > 0 says so. Not owned: they outlive the Dispatcher.
+  Dispatcher(boost::asio::io_context& io, size_t workers, base::Metrics* metrics,
+             base::Clock* clock, const std::atomic<bool>& stopping,
+             const std::atomic<bool>& hard_stop,
+             std::function<void(std::vector<Result>&)> on_results);
+
+  // On the engine thread: queues a call until flush().
+  void add(Call c);
+  // On the engine thread: the queued calls to the workers, in one burst.
+  void flush();
+  // Runs what is queued, then ends the workers.
+  void join() { pool_.join(); }
+
+ private:
+  struct Job;
+  void run(const std::shared_ptr<Job>& job);
+  void deliver(Result r);
+
+  boost::asio::io_context& io_;
+  base::Metrics* metrics_;
+  base::Clock* clock_;
+  const std::atomic<bool>& stopping_;
+  const std::atomic<bool>& hard_stop_;
+  std::function<void(std::vector<Result>&)> on_results_;
+  std::vector<std::function<void()>> queued_;
+  std::mutex mu_;
+  std::vector<Result> finished_;
+  base::WorkQueue pool_;  // last: its threads end before the rest goes
+};
+
+// A daemon's lease on a shared store (Store::register_daemon): taken on start, renewed by a
+// thread of its own every third of its TTL whatever the engine thread is doing, and given
+// back on a clean stop. A private store's lease has no TTL: nothing to renew.
+class LeaseKeeper {
+ public:
+  LeaseKeeper(Store& store, std::string owner, std::chrono::milliseconds ttl)
+      : store_(store), owner_(std::move(owner)), ttl_(ttl) {}
+  ~LeaseKeeper() { stop_renewer(); }
+  LeaseKeeper(const LeaseKeeper&) = delete;
+  LeaseKeeper& operator=(const LeaseKeeper&) = delete;
+
+  // Registers; a restart of the same name waits (up to the TTL and a second, or until
+  // `give_up`) for the lease of its previous start to run out. `lost` is called on the
+  // renewing thread when the store says the lease is gone (another daemon may hold its
+  // operations by now). No-op when held.
+  base::Status acquire(const std::atomic<bool>& give_up, std::function<void(std::string)> lost);
+  // After a clean stop: the lease ends, and what is active here goes back to the pool.
+  void release();
+  // Stops renewing (the lease runs out by itself).
+  void stop() { stop_renewer(); }
+  // The lease was lost: acquire() registers anew.
+  void forget() { held_ = false; }
+  bool held() const { return held_; }
+  bool shared() const { return lease_.ttl_ms > 0; }
+  const Store::Lease& lease() const { return lease_; }
+
+ private:
+  void start_renewer(std::function<void(std::string)> lost);
+  void stop_renewer();
+
+  Store& store_;
+  std::string owner_;
+  std::chrono::milliseconds ttl_;
+  Store::Lease lease_;
+  bool held_ = false;
+  std::thread renewer_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+};
+
+// The log's account of an operation, from a committed batch: its start, its settled state
+// and every failed attempt (the log never tells what the history lacks). Each line carries
+// the operation's fields (base::LogFields) for a JSON log. `who` gives an operation's
+// instance and operation name (empty when unknown).
+void log_committed(
+    const Batch& b,
+    const std::function<std::pair<std::string, std::string>(const std::string&)>& who);
+
+}  // namespace engine
