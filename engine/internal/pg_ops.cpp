@@ -2,6 +2,7 @@
 // events. The same rules as sqlite_ops.cpp, in PostgreSQL's terms: row locks (FOR UPDATE)
 // where SQLite has its one writer.
 #include <algorithm>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -618,13 +619,22 @@ base::Result<Store::Lease> PgStore::register_daemon(const std::string& name, int
 }
 
 base::Status PgStore::renew(const Lease& lease) {
-  std::lock_guard lock(wmu_);
+  std::lock_guard lock(lease_mu_);
+  if (!lease_conn_) {
+    lease_conn_ = std::make_unique<PgConn>(url_, display_);
+    int64_t limit_ms = std::max<int64_t>(lease.ttl_ms / 3, 100);
+    lease_conn_->on_connect = [limit_ms](PgConn& c) {
+      c.exec(("SET statement_timeout = " + std::to_string(limit_ms)).c_str());
+    };
+  }
+  PgConn& conn = *lease_conn_;
   bool kept = false;
-  base::Status s = guard(w_, [&] {
-    kept = w_.run(std::string("UPDATE daemons SET lease_until_ms = ") + kDbNow +
-                      " + $3 WHERE name = $1 AND incarnation = $2 AND lease_until_ms >= " + kDbNow,
-                  {lease.name, lease.incarnation, lease.ttl_ms})
-               .affected() == 1;
+  base::Status s = guard(conn, [&] {
+    kept =
+        conn.run(std::string("UPDATE daemons SET lease_until_ms = ") + kDbNow +
+                     " + $3 WHERE name = $1 AND incarnation = $2 AND lease_until_ms >= " + kDbNow,
+                 {lease.name, lease.incarnation, lease.ttl_ms})
+            .affected() == 1;
     return base::Status::Ok();
   });
   if (!s.ok())

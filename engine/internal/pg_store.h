@@ -261,6 +261,11 @@ class PgStore : public Store {
   PgListener& listener(std::unique_ptr<PgListener>& slot, const char* channel_sql);
   std::mutex lmu_;
   std::unique_ptr<PgListener> change_listener_, work_listener_;
+  // The lease's own connection (made at the first renew): a renewal never waits behind the
+  // commits and API writes queued on w_, and gives up after a third of the lease's TTL
+  // (statement_timeout) instead of hanging past it.
+  std::mutex lease_mu_;
+  std::unique_ptr<PgConn> lease_conn_;
 };
 
 }  // namespace engine::internal

@@ -318,3 +318,50 @@ TEST_CASE("a group commit writes each batch's text as given, and fences only its
   }
   CHECK(store.history(ids[1]).value().empty());
 }
+
+TEST_CASE("leases: a renewal does not wait behind a commit stuck on a lock") {
+  if (!vnflow_test::on_postgres()) {
+    WARN("skipped on SQLite: one daemon, no lease to renew");
+    return;
+  }
+  TwoDaemons t(1);
+  auto& a = t.a;
+  auto la = a->register_daemon("alpha", 3000);
+  REQUIRE(la.ok());
+  auto got = a->claim(la.value(), true, 10);
+  REQUIRE(got.ok());
+  REQUIRE(got.value().size() == 1);
+  const engine::OpRecord op = got.value()[0];
+
+  // Another session holds the operations table: alpha's next commit waits for it, holding
+  // the store's writer connection (and its turn) all that time.
+  PGconn* other = PQconnectdb(t.db.target.c_str());
+  REQUIRE(PQstatus(other) == CONNECTION_OK);
+  PQclear(PQexec(other, "BEGIN"));
+  PGresult* locked = PQexec(other, "LOCK TABLE ops IN ACCESS EXCLUSIVE MODE");
+  REQUIRE(PQresultStatus(locked) == PGRES_COMMAND_OK);
+  PQclear(locked);
+
+  std::atomic<bool> committed{false};
+  std::thread commit([&] {
+    engine::Batch b = step(op, 1, op.epoch);
+    CHECK(apply_one(*a, b).ok());
+    committed = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  REQUIRE_FALSE(committed);
+
+  // The lease is renewed meanwhile, at once: a renewal queued behind that commit would let
+  // the lease run out while the daemon is alive (and its operations go to another daemon).
+  auto t0 = std::chrono::steady_clock::now();
+  base::Status renewed = a->renew(la.value());
+  auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(renewed.ok());
+  CHECK(took < std::chrono::milliseconds(1000));
+  CHECK_FALSE(committed);
+
+  PQclear(PQexec(other, "ROLLBACK"));
+  commit.join();
+  CHECK(committed);
+  PQfinish(other);
+}
