@@ -339,7 +339,7 @@ int main(int argc, char** argv) {
   // (b) instantiate -> first committed transition
   std::string inst_body = R"({"flavourId": "simple", "additionalParams": {"work_dir": ")" + dir +
                           R"(/vnfs", "nodes": ["n1"]}})";
-  std::vector<double> lat;
+  std::vector<double> lat, post_lat;
   Client c(server.port());
   size_t failed = 0;
   for (int i = 1; i <= ops; ++i) {
@@ -351,6 +351,9 @@ int main(int argc, char** argv) {
       ++failed;
       continue;
     }
+    post_lat.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    if (std::getenv("API_BENCH_TRACE"))
+      std::fprintf(stderr, "post %d: %.3f ms\n", i, post_lat.back());
     std::string op = loc.substr(loc.rfind('/') + 1);
     auto give_up = t0 + std::chrono::seconds(10);
     while (Clock::now() < give_up) {
@@ -366,6 +369,8 @@ int main(int argc, char** argv) {
       "instantiate_to_first_transition_p50: %.3f ms\ninstantiate_to_first_transition_p99: "
       "%.3f ms\ninstantiate_failed: %zu of %d\n",
       p50, p99, failed, ops);
+  std::printf("instantiate_post_p50: %.3f ms (the 202 alone)\ninstantiate_post_p99: %.3f ms\n",
+              pct(post_lat, 50), pct(post_lat, 99));
   bool ok_b = p99 <= 10 && failed == 0;
   std::printf("floor instantiate_first_transition_p99 <= 10 ms: %s\n", ok_b ? "PASS" : "FAIL");
   std::printf("load average after: %s\n", loadavg().c_str());
