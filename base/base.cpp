@@ -767,15 +767,19 @@ void WorkQueue::work() {
 }
 
 void WorkQueue::join() {
+  std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> l(mu_);
     joining_ = true;
+    threads.swap(threads_);  // one caller joins them; a second finds none
   }
   cv_.notify_all();
-  for (auto& t : threads_)
-    if (t.joinable() && t.get_id() != std::this_thread::get_id())
+  for (auto& t : threads) {
+    if (t.get_id() == std::this_thread::get_id())
+      t.detach();  // a job joining its own queue: this thread ends when the job returns
+    else if (t.joinable())
       t.join();
-  threads_.clear();
+  }
 }
 
 uint64_t WorkQueue::wakes() const {

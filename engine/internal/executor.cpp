@@ -235,7 +235,7 @@ struct Engine::Impl {
     if (queue.empty() || commit_in_flight)
       return;  // a commit on the committer thread schedules the next when it is done
     auto group = std::make_shared<std::vector<Req>>();
-    size_t take = std::min(queue.size(), opt.max_group);
+    size_t take = std::min(queue.size(), std::max<size_t>(1, opt.max_group));
     if (take == queue.size()) {
       group->swap(queue);
     } else {
@@ -252,7 +252,14 @@ struct Engine::Impl {
     // that come meanwhile (they form the next group).
     commit_in_flight = true;
     committer.push([this, group] {
-      apply_group(*group);
+      try {
+        apply_group(*group);
+      } catch (const std::exception& e) {  // a Store must not throw; if one does, the
+        group->front().status =            // group failed and the engine goes on
+            base::Status::Internal(std::string("commit: ") + e.what());
+      } catch (...) {
+        group->front().status = base::Status::Internal("commit: an unknown exception");
+      }
       asio::post(io, [this, group] {
         commit_in_flight = false;
         commit_done(*group);
@@ -321,6 +328,8 @@ struct Engine::Impl {
     dispatcher.flush();
     if (!queue.empty())
       schedule_commit();
+    else if (stopping || until_idle)
+      maybe_idle();  // a group of dropped Runs only: nothing else would look
   }
 
   void note_commit_failure(const std::string& id, const base::Status& st) {

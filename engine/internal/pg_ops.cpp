@@ -622,7 +622,9 @@ base::Status PgStore::renew(const Lease& lease) {
   std::lock_guard lock(lease_mu_);
   if (!lease_conn_) {
     lease_conn_ = std::make_unique<PgConn>(url_, display_);
-    int64_t limit_ms = std::max<int64_t>(lease.ttl_ms / 3, 100);
+    // A sixth of the TTL: a renewal that timed out leaves time for another (LeaseKeeper
+    // tries again after a tenth).
+    int64_t limit_ms = std::max<int64_t>(lease.ttl_ms / 6, 100);
     lease_conn_->on_connect = [limit_ms](PgConn& c) {
       c.exec(("SET statement_timeout = " + std::to_string(limit_ms)).c_str());
     };

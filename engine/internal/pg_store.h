@@ -262,8 +262,8 @@ class PgStore : public Store {
   std::mutex lmu_;
   std::unique_ptr<PgListener> change_listener_, work_listener_;
   // The lease's own connection (made at the first renew): a renewal never waits behind the
-  // commits and API writes queued on w_, and gives up after a third of the lease's TTL
-  // (statement_timeout) instead of hanging past it.
+  // commits and API writes queued on w_, and gives up after a sixth of the lease's TTL
+  // (statement_timeout), so that a retry still fits in the lease.
   std::mutex lease_mu_;
   std::unique_ptr<PgConn> lease_conn_;
 };

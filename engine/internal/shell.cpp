@@ -145,9 +145,13 @@ void LeaseKeeper::start_renewer(std::function<void(std::string)> lost) {
   stop_renewer();
   stop_ = false;
   renewer_ = std::thread([this, l = lease_, lost = std::move(lost)] {
+    // Every third of the TTL; after a failed renewal (a timeout, a lost connection) again
+    // after a tenth, so that one slow renewal does not let a live daemon's lease run out.
     auto every = std::chrono::milliseconds(std::max<int64_t>(l.ttl_ms / 3, 100));
+    auto soon = std::chrono::milliseconds(std::max<int64_t>(l.ttl_ms / 10, 50));
+    auto next = every;
     std::unique_lock<std::mutex> lk(mu_);
-    while (!cv_.wait_for(lk, every, [this] { return stop_; })) {
+    while (!cv_.wait_for(lk, next, [this] { return stop_; })) {
       lk.unlock();
       base::Status st = store_.renew(l);
       lk.lock();
@@ -155,6 +159,7 @@ void LeaseKeeper::start_renewer(std::function<void(std::string)> lost) {
         lost(st.message());
         return;
       }
+      next = st.ok() ? every : soon;
       if (!st.ok())
         spdlog::warn("renewing the lease: {}", st.message());
     }

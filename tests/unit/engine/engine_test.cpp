@@ -266,6 +266,55 @@ TEST_CASE(
       });
 }
 
+namespace {
+
+// Fails (or throws from) the first apply() of a group of 8 batches or more: one the
+// executor commits on its committer thread.
+class LargeGroupFault : public vnflow_test::StoreWrapper {
+ public:
+  LargeGroupFault(engine::Store& s, bool throws) : StoreWrapper(s), throws_(throws) {}
+  std::atomic<int> faults{0};
+  base::Status apply(const std::vector<const engine::Batch*>& b) override {
+    if (b.size() >= 8 && faults++ == 0) {
+      if (throws_)
+        throw std::runtime_error("injected exception");
+      return base::Status::Unavailable("injected commit failure");
+    }
+    return StoreWrapper::apply(b);
+  }
+
+ private:
+  bool throws_;
+};
+
+}  // namespace
+
+TEST_CASE("a large group's commit fails or throws on the committer thread: all reload, once") {
+  for (bool throws : {false, true}) {
+    DYNAMIC_SECTION((throws ? "throws" : "fails")) {
+      Fixture f;
+      std::vector<std::string> ops{f.request("instantiate", f.instantiate_request())};
+      for (int i = 0; i < 11; ++i) {
+        auto inst = engine::create_instance(*f.store, f.package_id, "t" + std::to_string(i), "");
+        REQUIRE(inst.ok());
+        base::Diagnostics diags;
+        auto r = engine::request_operation(*f.store, inst.value().id, "instantiate",
+                                           f.instantiate_request(), diags);
+        REQUIRE(r.ok());
+        ops.push_back(r.value().id);
+      }
+      LargeGroupFault faulty(*f.store, throws);
+      f.run(faulty);  // a throw that escaped the committer thread would end the process
+      CHECK(faulty.faults >= 1);
+      for (const auto& op : ops) {
+        INFO(op);
+        CHECK(f.state(op) == OpState::kCompleted);
+        check_exactly_once(f, op);
+      }
+    }
+  }
+}
+
 TEST_CASE("retries follow the policy, then FAILED_TEMP; retry resumes at the failed state") {
   Fixture f;
   // configure has 3 attempts on transient/timeout/failed: 2 failures are absorbed.
