@@ -708,22 +708,9 @@ WorkQueue::~WorkQueue() {
 }
 
 void WorkQueue::push(std::function<void()> job) {
-  bool wake = false;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (joining_)
-      return;
-    q_.push_back(std::move(job));
-    // One signal per sleeping worker at most, however many jobs come: a signalled worker
-    // that has not woken yet will find this job too.
-    if (sleeping_ > signalled_) {
-      ++signalled_;
-      ++wakes_;
-      wake = true;
-    }
-  }
-  if (wake)
-    cv_.notify_one();
+  std::vector<std::function<void()>> one;
+  one.push_back(std::move(job));
+  push_all(one);
 }
 
 void WorkQueue::push_all(std::vector<std::function<void()>>& jobs) {
@@ -736,6 +723,8 @@ void WorkQueue::push_all(std::vector<std::function<void()>>& jobs) {
     }
     for (auto& j : jobs)
       q_.push_back(std::move(j));
+    // One signal per sleeping worker at most, however many jobs come: a signalled worker
+    // that has not woken yet will find these jobs too.
     wake = std::min(jobs.size(), sleeping_ - std::min(sleeping_, signalled_));
     signalled_ += wake;
     wakes_ += wake;

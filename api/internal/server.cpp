@@ -420,7 +420,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     // (/metrics too: the daemon's collector counts operations in the store), the session
     // waiting with its timer stopped: the store's own timeouts bound the wait. By the route
     // pattern, not the path: .../vnf_instances/api_versions is an instance's id.
-    bool inline_answer = route_.size() >= 13 && route_.ends_with("/api_versions");
+    bool inline_answer = route_.ends_with("/api_versions");
     if (inline_answer || !srv_.handler_pool)
       return send(answer(in), keep);
     tcp().expires_never();

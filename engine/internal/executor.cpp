@@ -8,7 +8,6 @@
 //     next one; concurrent Runs share commits;
 //   - a failed commit throws the Run away; it is reloaded from the store (its last commit)
 //     once its running actions have returned, and re-dispatches with the same keys.
-#include <condition_variable>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -87,7 +86,11 @@ struct Engine::Impl {
   struct Req {
     Batch batch;
     std::function<void(base::Status, bool fenced)> done;
-    base::Status status;  // the group's, on its first Req
+  };
+  // One transaction's batches, and how it ended.
+  struct Group {
+    std::vector<Req> reqs;
+    base::Status status;
     double took_s = 0;
   };
   // Failed commits (disk full, a read-only file): the operations are reloaded from their
@@ -234,16 +237,17 @@ struct Engine::Impl {
     commit_scheduled = false;
     if (queue.empty() || commit_in_flight)
       return;  // a commit on the committer thread schedules the next when it is done
-    auto group = std::make_shared<std::vector<Req>>();
+    auto group = std::make_shared<Group>();
     size_t take = std::min(queue.size(), std::max<size_t>(1, opt.max_group));
     if (take == queue.size()) {
-      group->swap(queue);
+      group->reqs.swap(queue);
     } else {
-      group->assign(std::make_move_iterator(queue.begin()),
-                    std::make_move_iterator(queue.begin() + static_cast<std::ptrdiff_t>(take)));
+      group->reqs.assign(
+          std::make_move_iterator(queue.begin()),
+          std::make_move_iterator(queue.begin() + static_cast<std::ptrdiff_t>(take)));
       queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(take));
     }
-    if (group->size() < kCommitterGroup) {
+    if (group->reqs.size() < kCommitterGroup) {
       apply_group(*group);
       commit_done(*group);
       return;
@@ -255,10 +259,10 @@ struct Engine::Impl {
       try {
         apply_group(*group);
       } catch (const std::exception& e) {  // a Store must not throw; if one does, the
-        group->front().status =            // group failed and the engine goes on
+        group->status =                    // group failed and the engine goes on
             base::Status::Internal(std::string("commit: ") + e.what());
       } catch (...) {
-        group->front().status = base::Status::Internal("commit: an unknown exception");
+        group->status = base::Status::Internal("commit: an unknown exception");
       }
       asio::post(io, [this, group] {
         commit_in_flight = false;
@@ -269,38 +273,38 @@ struct Engine::Impl {
 
   // The store's transaction for a group (the engine thread, or the committer thread while
   // the engine thread goes on): its status and duration go with the group.
-  void apply_group(std::vector<Req>& group) {
+  void apply_group(Group& group) {
     std::vector<const Batch*> ptrs;
-    ptrs.reserve(group.size());
-    for (const auto& r : group)
+    ptrs.reserve(group.reqs.size());
+    for (const auto& r : group.reqs)
       ptrs.push_back(&r.batch);
     auto started = std::chrono::steady_clock::now();
     base::Status st = store.apply(ptrs);
     if (st.ok() && opt.on_commit)
       opt.on_commit();
     std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
-    group.front().status = st;
-    group.front().took_s = took.count();
+    group.status = st;
+    group.took_s = took.count();
   }
 
   // On the engine thread, once a group's transaction ended: the counts, the log, the Runs'
   // callbacks, and the calls the commit allowed.
-  void commit_done(std::vector<Req>& group) {
-    const base::Status st = group.front().status;
+  void commit_done(Group& group) {
+    const base::Status st = group.status;
     {
       std::lock_guard<std::mutex> l(stats_mu);
       stats.commits++;
-      stats.batches += group.size();
+      stats.batches += group.reqs.size();
       if (!st.ok())
         stats.commit_failures++;
     }
     if (base::Metrics* m = opt.metrics) {
       m->add("vnflow_commits_total", {});
-      m->observe("vnflow_commit_duration_seconds", {}, group.front().took_s);
-      m->observe("vnflow_commit_batch_size", {}, static_cast<double>(group.size()));
+      m->observe("vnflow_commit_duration_seconds", {}, group.took_s);
+      m->observe("vnflow_commit_batch_size", {}, static_cast<double>(group.reqs.size()));
       if (st.ok()) {
         size_t written = 0;
-        for (const auto& r : group)
+        for (const auto& r : group.reqs)
           written += r.batch.fenced ? 0 : 1;
         m->add("vnflow_transitions_committed_total", {}, static_cast<double>(written));
       } else {
@@ -308,7 +312,7 @@ struct Engine::Impl {
       }
     }
     if (st.ok()) {
-      for (const auto& r : group) {
+      for (const auto& r : group.reqs) {
         if (!r.batch.fenced)
           log_committed(r.batch, [this](const std::string& id) {
             auto it = runs.find(id);
@@ -322,7 +326,7 @@ struct Engine::Impl {
       commit_fail_streak = 0;
       reload_not_before_ms = 0;
     }
-    for (auto& r : group)
+    for (auto& r : group.reqs)
       r.done(st, r.batch.fenced);
     // The calls those commits allowed, to the workers in one burst.
     dispatcher.flush();
@@ -356,7 +360,7 @@ struct Engine::Impl {
   }
 
   void submit(Batch b, std::function<void(base::Status, bool)> done) {
-    queue.push_back({std::move(b), std::move(done), base::Status::Ok(), 0});
+    queue.push_back({std::move(b), std::move(done)});
     schedule_commit();
   }
 

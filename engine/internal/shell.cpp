@@ -13,7 +13,7 @@ namespace asio = boost::asio;
 // Dispatcher
 
 struct Dispatcher::Job {
-  std::shared_ptr<Call> call;
+  Call call;
   std::unique_ptr<asio::steady_timer> timer;
   int polls = 0;
   std::chrono::steady_clock::time_point dispatched = std::chrono::steady_clock::now();
@@ -34,7 +34,7 @@ Dispatcher::Dispatcher(asio::io_context& io, size_t workers, base::Metrics* metr
 
 void Dispatcher::add(Call c) {
   auto job = std::make_shared<Job>();
-  job->call = std::make_shared<Call>(std::move(c));
+  job->call = std::move(c);
   queued_.push_back([this, job] { run(job); });
 }
 
@@ -44,7 +44,7 @@ void Dispatcher::flush() {
 }
 
 void Dispatcher::run(const std::shared_ptr<Job>& job) {
-  const Call& c = *job->call;
+  const Call& c = job->call;
   actions::Outcome out;
   if (job->started_ms == 0)
     job->started_ms = clock_->wall_ms();
@@ -80,7 +80,8 @@ void Dispatcher::run(const std::shared_ptr<Job>& job) {
     metrics_->add("vnflow_actions_total", {kind, out.ok ? "ok" : base::to_string(out.error_class)});
     metrics_->observe("vnflow_action_duration_seconds", {kind}, took.count());
   }
-  deliver({job->call, std::move(out), job->started_ms});
+  // The result shares the job's allocation (the call is a member of it).
+  deliver({std::shared_ptr<const Call>(job, &job->call), std::move(out), job->started_ms});
 }
 
 void Dispatcher::deliver(Result r) {
