@@ -3,7 +3,8 @@
 #   release_build ROOT [TARGETS...]
 #                        sets up the release build if needed (BENCH_BUILD=DIR picks another
 #                        folder than ROOT/build-release), turns the bench option on, brings
-#                        it up to date (ninja TARGETS, default everything; on stderr), then
+#                        it up to date (ninja TARGETS and the hook supervisor local.exec
+#                        runs, default everything; on stderr), then
 #                        sets $build, $vnflow, $build_type (read back with
 #                        `meson introspect --buildoptions`) and $build_line, "build: TYPE
 #                        (DIR)", which every report prints
@@ -17,7 +18,7 @@ release_build() {
       meson setup "$build" --buildtype=release --wrap-mode=nodownload -Dbench=true; } &&
     { [[ $(option_of "$build" bench 2>/dev/null) == True ]] ||
       meson setup --reconfigure "$build" --wrap-mode=nodownload -Dbench=true; } &&
-    ninja -C "$build" "$@") >&2
+    ninja -C "$build" "$@" ${1:+actions/vnflow-hook}) >&2
   vnflow=$build/cli/vnflow  # where the CLI lives (engine/vnflow before it had a folder)
   [[ -x $vnflow ]] || vnflow=$build/engine/vnflow
   build_type=$(option_of "$build" buildtype)

@@ -1,7 +1,8 @@
 // local.exec: a command on the engine host, bounded in time and output, isolated from the
 // daemon (docs/security.md, "Hooks").
 //
-// Process layout. The daemon forks a supervisor (S) for each call; S forks the hook (H) in
+// Process layout. The daemon starts a supervisor (S, the program vnflow-hook,
+// hook_supervisor.cpp) for each call with posix_spawn; S forks the hook (H) in
 // a process group of its own. S is a child subreaper, so every descendant of H, even one
 // that left H's group with setsid, stays below S. S reports H's pid and then H's wait
 // status on a pipe the moment H exits, then kills whatever H left behind and exits. At the
@@ -17,12 +18,13 @@
 // namespace when the daemon is not root) — sees /dev/null in place of the database, its WAL
 // and its key file. A root daemon runs hooks as Context::run_uid/run_gid when set.
 //
-// Between fork and exec only async-signal-safe calls are made: everything is prepared
-// before the fork.
+// S is a program of its own, not a fork of the daemon: a forked S was a copy-on-write
+// twin of the daemon while its hook ran, and every page the daemon then wrote faulted.
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <string>
@@ -30,17 +32,17 @@
 
 #include <boost/json.hpp>
 #include <fcntl.h>
-#include <grp.h>
 #include <poll.h>
-#include <sched.h>
+#include <spawn.h>
 #include <sys/file.h>
-#include <sys/mount.h>
-#include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "actions/actions.h"
+#include "actions/internal/hook_plan.h"
 #include "actions/internal/kinds.h"
 
 namespace actions {
@@ -92,65 +94,90 @@ std::string last_line(const std::string& s) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Isolation probe: can this process give a child a mount namespace of its own?
+// The supervisor program and how to start it
 
-enum class Sandbox { kNone, kMountNs, kUserNs };
+// Where vnflow-hook is: beside a binary of the build tree when this process is one (tests,
+// benches, a developer's build), else where `meson install` put it. The build path is
+// never used by an installed binary, so a file planted there cannot be run by one.
+const std::string& helper_path() {
+  static const std::string path = [] {
+    std::error_code ec;
+    std::string self = std::filesystem::canonical("/proc/self/exe", ec).string();
+    std::string build_root = VNFLOW_BUILD_ROOT;
+    if (!ec && self.size() > build_root.size() && self.starts_with(build_root + "/"))
+      return std::string(VNFLOW_HOOK_HELPER_BUILD);
+    return std::string(VNFLOW_HOOK_HELPER_INSTALLED);
+  }();
+  return path;
+}
 
-// The uid/gid map lines for a user namespace that maps the daemon's ids onto themselves.
-struct IdMaps {
-  std::string uid_map, gid_map;
+// posix_spawn's attributes for a supervisor: every signal at its default and none blocked
+// (the calling worker blocks SIGPIPE; the daemon ignores it).
+struct SpawnAttr {
+  posix_spawnattr_t a;
+  SpawnAttr() {
+    posix_spawnattr_init(&a);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&a, &none);
+    posix_spawnattr_setsigdefault(&a, &all);
+    posix_spawnattr_setflags(&a, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  }
+  ~SpawnAttr() { posix_spawnattr_destroy(&a); }
 };
 
-IdMaps id_maps() {
-  IdMaps m;
-  m.uid_map = std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1\n";
-  m.gid_map = std::to_string(::getegid()) + " " + std::to_string(::getegid()) + " 1\n";
-  return m;
-}
+struct FileActions {
+  posix_spawn_file_actions_t f;
+  FileActions() { posix_spawn_file_actions_init(&f); }
+  ~FileActions() { posix_spawn_file_actions_destroy(&f); }
+};
 
-bool write_file(const char* path, const char* data, size_t n) {
-  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0)
-    return false;
-  bool ok = ::write(fd, data, n) == static_cast<ssize_t>(n);
-  ::close(fd);
-  return ok;
-}
-
-// After fork: enter a new mount namespace (and a user namespace when not root) whose
-// mounts do not propagate back. Async-signal-safe.
-bool enter_namespaces(Sandbox mode, const IdMaps& maps) {
-  if (mode == Sandbox::kUserNs) {
-    if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
+// Waits for a child of ours to end, at most `wait`; false if it did not.
+bool wait_child(pid_t pid, int pidfd, std::chrono::milliseconds wait, int& status) {
+  auto until = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR))
+      return true;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    until - std::chrono::steady_clock::now())
+                    .count();
+    if (left <= 0)
       return false;
-    if (!write_file("/proc/self/setgroups", "deny", 4) ||
-        !write_file("/proc/self/uid_map", maps.uid_map.data(), maps.uid_map.size()) ||
-        !write_file("/proc/self/gid_map", maps.gid_map.data(), maps.gid_map.size()))
-      return false;
-  } else if (::unshare(CLONE_NEWNS) != 0) {
-    return false;
+    if (pidfd >= 0) {
+      pollfd pf{pidfd, POLLIN, 0};
+      ::poll(&pf, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    } else {
+      ::usleep(1000);  // a kernel without pidfd_open (before 5.3)
+    }
   }
-  return ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0;
 }
+
+// Isolation probe: can this process give a child a mount namespace of its own? When the
+// supervisor cannot even start, why (hook_isolation says it; every hook will fail the same).
+std::string probe_error;
 
 Sandbox probe_sandbox() {
-  IdMaps maps = id_maps();
-  for (Sandbox mode : {::geteuid() == 0 ? Sandbox::kMountNs : Sandbox::kUserNs}) {
-    pid_t pid = ::fork();
-    if (pid < 0)
-      return Sandbox::kNone;
-    if (pid == 0) {
-      bool ok = enter_namespaces(mode, maps) &&
-                ::mount("/dev/null", "/dev/null", nullptr, MS_BIND, nullptr) == 0;
-      ::_exit(ok ? 0 : 1);
-    }
-    int st = 0;
-    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-      return mode;
+  Sandbox mode = ::geteuid() == 0 ? Sandbox::kMountNs : Sandbox::kUserNs;
+  std::string arg = std::to_string(static_cast<int>(mode));
+  char* argv[] = {const_cast<char*>("vnflow-hook"), const_cast<char*>("--probe"), arg.data(),
+                  nullptr};
+  char* envp[] = {nullptr};
+  FileActions fa;
+  for (int fd = 0; fd < 3; ++fd)
+    posix_spawn_file_actions_addopen(&fa.f, fd, "/dev/null", O_RDWR, 0);
+  posix_spawn_file_actions_addclosefrom_np(&fa.f, 3);
+  SpawnAttr attr;
+  pid_t pid = 0;
+  if (int e = ::posix_spawn(&pid, helper_path().c_str(), &fa.f, &attr.a, argv, envp); e != 0) {
+    probe_error = "cannot start the hook supervisor " + helper_path() + ": " + std::strerror(e);
+    return Sandbox::kNone;
   }
-  return Sandbox::kNone;
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? mode : Sandbox::kNone;
 }
 
 Sandbox sandbox_mode() {
@@ -158,180 +185,6 @@ Sandbox sandbox_mode() {
   static Sandbox mode = Sandbox::kNone;
   std::call_once(once, [] { mode = probe_sandbox(); });
   return mode;
-}
-
-// ---------------------------------------------------------------------------------------
-// The supervisor (after fork: async-signal-safe code only)
-
-// Everything the child processes need, prepared before the fork.
-struct Plan {
-  std::string exe;  // resolved path
-  std::vector<std::string> argv_s, envp_s, hidden;
-  std::vector<char*> argv, envp;
-  std::string work_dir;
-  int run_uid = -1, run_gid = -1;
-  Sandbox sandbox = Sandbox::kNone;
-  IdMaps maps;
-  pid_t daemon_pid = 0;
-};
-
-void write_all(int fd, const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t w = ::write(fd, c, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return;
-    c += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
-void say(const char* msg) {
-  write_all(2, msg, std::strlen(msg));
-}
-
-// Kills every descendant of the calling process (a subreaper) and reaps them.
-void kill_tree(pid_t group) {
-  if (group > 0)
-    ::kill(-group, SIGKILL);
-  char path[64] = "/proc/self/task/";
-  {
-    // Append our pid (the supervisor is single-threaded: its tid is its pid).
-    char num[24];
-    int n = 0;
-    for (pid_t p = ::getpid(); p > 0; p /= 10)
-      num[n++] = static_cast<char>('0' + p % 10);
-    size_t len = std::strlen(path);
-    while (n > 0)
-      path[len++] = num[--n];
-    std::memcpy(path + len, "/children", 10);
-  }
-  for (int round = 0; round < 2000; ++round) {
-    int st = 0;
-    bool reaped = false;
-    while (::waitpid(-1, &st, WNOHANG) > 0)
-      reaped = true;
-    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    char buf[4096];
-    ssize_t n = fd >= 0 ? ::read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0)
-      ::close(fd);
-    bool any = false;
-    if (n > 0) {
-      pid_t pid = 0;
-      for (ssize_t i = 0; i <= n; ++i) {
-        char c = i < n ? buf[i] : ' ';
-        if (c >= '0' && c <= '9') {
-          pid = pid * 10 + (c - '0');
-        } else if (pid > 0) {
-          ::kill(pid, SIGKILL);
-          any = true;
-          pid = 0;
-        }
-      }
-    }
-    if (!any && !reaped) {
-      errno = 0;
-      if (::waitpid(-1, &st, WNOHANG) < 0 && errno == ECHILD)
-        return;
-      struct timespec ts {
-        0, 2000000
-      };
-      ::nanosleep(&ts, nullptr);
-    }
-  }
-}
-
-[[noreturn]] void run_hook(const Plan& p) {
-  ::setpgid(0, 0);
-  if (p.sandbox != Sandbox::kNone) {
-    if (!enter_namespaces(p.sandbox, p.maps)) {
-      say("vnflow: cannot isolate the hook (mount namespace)\n");
-      ::_exit(126);
-    }
-    for (const auto& h : p.hidden) {
-      if (::mount("/dev/null", h.c_str(), nullptr, MS_BIND, nullptr) != 0 && errno != ENOENT) {
-        say("vnflow: cannot hide the database from the hook\n");
-        ::_exit(126);
-      }
-    }
-  }
-  if (p.run_gid >= 0 && p.run_uid >= 0) {
-    if (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(p.run_gid)) != 0 ||
-        ::setuid(static_cast<uid_t>(p.run_uid)) != 0) {
-      say("vnflow: cannot switch to the hook user\n");
-      ::_exit(126);
-    }
-  }
-  if (!p.work_dir.empty() && ::chdir(p.work_dir.c_str()) != 0) {
-    say("vnflow: cannot enter the work directory\n");
-    ::_exit(126);
-  }
-  // Default dispositions (the daemon ignores SIGPIPE; a hook must not inherit that) and an
-  // empty mask.
-  for (int sig = 1; sig < NSIG; ++sig)
-    ::signal(sig, SIG_DFL);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::umask(022);  // not the daemon's 077: files a hook makes are readable as usual
-  ::close_range(3, ~0U, 0);
-  ::execve(p.exe.c_str(), p.argv.data(), p.envp.data());
-  say(errno == ENOENT ? "vnflow: cannot run the command: no such file\n"
-                      : "vnflow: cannot run the command: exec failed\n");
-  ::_exit(127);
-}
-
-// The supervisor: fd 0-2 the hook's pipes, fd 3 the report pipe, fd 4 the hook lock.
-[[noreturn]] void supervise(const Plan& p) {
-  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (::getppid() != p.daemon_pid)
-    ::_exit(1);  // the daemon died before we could ask to be told
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  sigset_t wait_set;
-  sigemptyset(&wait_set);
-  for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP})
-    sigaddset(&wait_set, sig);
-  ::sigprocmask(SIG_BLOCK, &wait_set, nullptr);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE})
-    ::signal(sig, SIG_DFL);
-  pid_t hook = ::fork();
-  if (hook < 0) {
-    int32_t report[2] = {0, 127 << 8};
-    write_all(3, report, sizeof report);
-    ::_exit(0);
-  }
-  if (hook == 0)
-    run_hook(p);
-  ::setpgid(hook, hook);  // also done by the hook; whichever comes first
-  int32_t hook_pid = hook;
-  write_all(3, &hook_pid, sizeof hook_pid);
-  // The supervisor keeps no end of the hook's pipes: EOF comes when the tree is gone.
-  int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  for (int fd = 0; fd < 3; ++fd)
-    ::dup2(devnull, fd);
-  for (;;) {
-    siginfo_t info;
-    int sig = ::sigwaitinfo(&wait_set, &info);
-    if (sig < 0)
-      continue;
-    if (sig != SIGCHLD) {
-      kill_tree(hook);
-      ::_exit(0);
-    }
-    int st = 0;
-    pid_t r;
-    while ((r = ::waitpid(-1, &st, WNOHANG)) > 0) {
-      if (r == hook) {
-        int32_t status = st;
-        write_all(3, &status, sizeof status);
-        kill_tree(hook);
-        ::_exit(0);
-      }
-    }
-  }
 }
 
 std::string resolve_exe(const std::string& name) {
@@ -362,6 +215,19 @@ void read_some(int& fd, Capture& cap) {
   }
 }
 
+bool write_fully(int fd, const std::string& data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t w = ::write(fd, data.data() + off, data.size() - off);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return false;
+    off += static_cast<size_t>(w);
+  }
+  return true;
+}
+
 class LocalExec : public Action {
  public:
   Outcome run(const json::object& in, const Context& ctx) const override {
@@ -372,17 +238,17 @@ class LocalExec : public Action {
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
     ::pthread_sigmask(SIG_BLOCK, &pipe_set, nullptr);
-    Plan p;
+    HookPlan p;
     if (const json::value* c = in.if_contains("command")) {
       for (const auto& a : c->as_array())
-        p.argv_s.emplace_back(a.as_string());
+        p.argv.emplace_back(a.as_string());
     } else if (const json::value* sh = in.if_contains("shell")) {
-      p.argv_s = {"/bin/sh", "-c", std::string(sh->as_string())};
+      p.argv = {"/bin/sh", "-c", std::string(sh->as_string())};
     }
-    if (p.argv_s.empty())
+    if (p.argv.empty())
       return Outcome::failure(ErrorClass::kInvalid,
                               "local.exec: give \"command\" (a non-empty list) or \"shell\"");
-    for (const auto& a : p.argv_s) {
+    for (const auto& a : p.argv) {
       if (a.find('\0') != std::string::npos)
         return Outcome::failure(ErrorClass::kInvalid, "local.exec: an argument holds a NUL byte");
     }
@@ -431,17 +297,11 @@ class LocalExec : public Action {
       }
     }
     for (const auto& [k, v] : env)
-      p.envp_s.push_back(k + "=" + v);
-    for (auto& s : p.envp_s)
-      p.envp.push_back(s.data());
-    p.envp.push_back(nullptr);
-    for (auto& s : p.argv_s)
-      p.argv.push_back(s.data());
-    p.argv.push_back(nullptr);
-    p.exe = resolve_exe(p.argv_s[0]);
+      p.env.push_back(k + "=" + v);
+    p.exe = resolve_exe(p.argv[0]);
     auto scrub = [&](std::string s) { return actions::scrub(std::move(s), secrets); };
     std::string what =
-        "local.exec \"" + scrub(p.argv_s[0] == "/bin/sh" ? "sh -c ..." : p.argv_s[0]) + "\"";
+        "local.exec \"" + scrub(p.argv[0] == "/bin/sh" ? "sh -c ..." : p.argv[0]) + "\"";
     if (p.exe.empty())
       return Outcome::failure(ErrorClass::kInvalid, what + ": no such command on the hook PATH");
     p.work_dir = ctx.work_dir;
@@ -449,37 +309,66 @@ class LocalExec : public Action {
     p.run_gid = ctx.run_gid;
     p.hidden = ctx.private_files;
     p.sandbox = p.hidden.empty() ? Sandbox::kNone : sandbox_mode();
-    p.maps = id_maps();
     p.daemon_pid = ::getpid();
+    p.has_lock = ctx.hook_lock_fd >= 0;
+    std::string wire = encode_hook_plan(p);
+    if (wire.size() > kHookPlanMax)
+      return Outcome::failure(ErrorClass::kInvalid,
+                              what + ": its arguments and environment are over 64 MiB");
 
+    // The plan goes to the supervisor in a memfd (hook_plan.h says why not on its command
+    // line).
+    int plan_fd = ::memfd_create("vnflow-hook-plan", MFD_CLOEXEC);
+    if (plan_fd < 0 || !write_fully(plan_fd, wire)) {
+      int e = errno;
+      if (plan_fd >= 0)
+        ::close(plan_fd);
+      return Outcome::failure(ErrorClass::kTransient,
+                              "local.exec: cannot pass the plan to the hook's supervisor: " +
+                                  std::string(std::strerror(e)));
+    }
     Pipe pin, pout, perr, prep;
     if (!pin.open() || !pout.open() || !perr.open() || !prep.open()) {
+      int e = errno;
       for (Pipe* x : {&pin, &pout, &perr, &prep})
         x->close_both();
-      return Outcome::failure(ErrorClass::kTransient, "local.exec: cannot create pipes: " +
-                                                          std::string(std::strerror(errno)));
+      ::close(plan_fd);
+      return Outcome::failure(ErrorClass::kTransient,
+                              "local.exec: cannot create pipes: " + std::string(std::strerror(e)));
     }
     auto start = std::chrono::steady_clock::now();
-    // The child's fds: 0-2 the hook's pipes, 3 the report pipe, 4 the hook lock. Moved
-    // high first so that the dup2s below cannot clobber one another.
+    // The supervisor's fds: 0-2 the hook's pipes, 3 the report pipe, 4 the hook lock, 5 the
+    // plan. Moved high first so that the dup2s cannot clobber one another.
     int hi_in = ::fcntl(pin.fd[0], F_DUPFD_CLOEXEC, 64);
     int hi_out = ::fcntl(pout.fd[1], F_DUPFD_CLOEXEC, 64);
     int hi_err = ::fcntl(perr.fd[1], F_DUPFD_CLOEXEC, 64);
     int hi_rep = ::fcntl(prep.fd[1], F_DUPFD_CLOEXEC, 64);
+    int hi_plan = ::fcntl(plan_fd, F_DUPFD_CLOEXEC, 64);
     int hi_lock = ctx.hook_lock_fd >= 0 ? ::fcntl(ctx.hook_lock_fd, F_DUPFD_CLOEXEC, 64) : -1;
-    pid_t sup = ::fork();
-    if (sup == 0) {
-      ::dup2(hi_in, 0);
-      ::dup2(hi_out, 1);
-      ::dup2(hi_err, 2);
-      ::dup2(hi_rep, 3);
+    ::close(plan_fd);
+    int spawn_err = 0;
+    pid_t sup = -1;
+    if (hi_in < 0 || hi_out < 0 || hi_err < 0 || hi_rep < 0 || hi_plan < 0 ||
+        (ctx.hook_lock_fd >= 0 && hi_lock < 0)) {
+      spawn_err = errno;
+    } else {
+      FileActions fa;
+      posix_spawn_file_actions_adddup2(&fa.f, hi_in, 0);
+      posix_spawn_file_actions_adddup2(&fa.f, hi_out, 1);
+      posix_spawn_file_actions_adddup2(&fa.f, hi_err, 2);
+      posix_spawn_file_actions_adddup2(&fa.f, hi_rep, 3);
       if (hi_lock >= 0)
-        ::dup2(hi_lock, 4);
-      ::close_range(hi_lock >= 0 ? 5 : 4, ~0U, 0);
-      supervise(p);
+        posix_spawn_file_actions_adddup2(&fa.f, hi_lock, 4);
+      posix_spawn_file_actions_adddup2(&fa.f, hi_plan, 5);
+      posix_spawn_file_actions_addclosefrom_np(&fa.f, 6);
+      SpawnAttr attr;
+      char* argv[] = {const_cast<char*>("vnflow-hook"), nullptr};
+      char* envp[] = {nullptr};
+      spawn_err = ::posix_spawn(&sup, helper_path().c_str(), &fa.f, &attr.a, argv, envp);
+      if (spawn_err != 0)
+        sup = -1;
     }
-    int fork_errno = errno;
-    for (int fd : {hi_in, hi_out, hi_err, hi_rep, hi_lock}) {
+    for (int fd : {hi_in, hi_out, hi_err, hi_rep, hi_plan, hi_lock}) {
       if (fd >= 0)
         ::close(fd);
     }
@@ -491,9 +380,11 @@ class LocalExec : public Action {
     if (sup < 0) {
       for (Pipe* x : {&pin, &pout, &perr, &prep})
         x->close_both();
-      return Outcome::failure(ErrorClass::kTransient, "local.exec: cannot start a process: " +
-                                                          std::string(std::strerror(fork_errno)));
+      return Outcome::failure(ErrorClass::kTransient,
+                              "local.exec: cannot start the hook's supervisor " + helper_path() +
+                                  ": " + std::string(std::strerror(spawn_err)));
     }
+    int sup_fd = static_cast<int>(::syscall(SYS_pidfd_open, sup, 0));
     int in_fd = pin.fd[1];
     ::fcntl(in_fd, F_SETFL, O_NONBLOCK);
     if (stdin_data.empty()) {
@@ -591,17 +482,14 @@ class LocalExec : public Action {
     }
     // The supervisor exits right after it has killed the tree; bounded all the same.
     int sup_status = 0;
-    for (int i = 0;; ++i) {
-      pid_t r = ::waitpid(sup, &sup_status, WNOHANG);
-      if (r == sup || (r < 0 && errno != EINTR))
-        break;
-      if (i == 250) {  // 5 s
-        ::kill(sup, SIGKILL);
-        if (hook_pid > 0)
-          ::kill(-hook_pid, SIGKILL);
-      }
-      ::usleep(20000);
+    if (!wait_child(sup, sup_fd, std::chrono::seconds(5), sup_status)) {
+      ::kill(sup, SIGKILL);
+      if (hook_pid > 0)
+        ::kill(-hook_pid, SIGKILL);
+      wait_child(sup, sup_fd, std::chrono::seconds(5), sup_status);
     }
+    if (sup_fd >= 0)
+      ::close(sup_fd);
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                   std::chrono::steady_clock::now() - start)
                   .count();
@@ -612,10 +500,14 @@ class LocalExec : public Action {
     if (cancelled)
       return Outcome::failure(ErrorClass::kTransient,
                               what + ": stopped because the daemon is stopping");
-    if (rep_len < 8)
-      return Outcome::failure(ErrorClass::kFailed, what +
-                                                       ": the command's supervisor ended without "
-                                                       "reporting its exit status");
+    if (rep_len < 8) {
+      std::string line = last_line(err.data_);
+      return Outcome::failure(ErrorClass::kFailed,
+                              scrub(what +
+                                    ": the command's supervisor ended without reporting its "
+                                    "exit status" +
+                                    (line.empty() ? std::string() : ": " + line)));
+    }
     int32_t status = 0;
     std::memcpy(&status, rep_buf + 4, 4);
     int64_t code = WIFEXITED(status) ? WEXITSTATUS(status)
@@ -689,6 +581,8 @@ std::string hook_isolation(bool with_private_files) {
     case Sandbox::kNone:
       break;
   }
+  if (!probe_error.empty())
+    return "none: " + probe_error;
   return "none: this kernel gives no mount namespace to this user, so hooks can read the "
          "database and its key file";
 }
