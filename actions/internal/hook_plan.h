@@ -8,6 +8,8 @@
 #ifndef VNFLOW_ACTIONS_INTERNAL_HOOK_PLAN_H_
 #define VNFLOW_ACTIONS_INTERNAL_HOOK_PLAN_H_
 
+#include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -68,15 +70,18 @@ class Reader {
     if (!get(s) || s.empty() || s.size() > 11)
       return false;
     char* end = nullptr;
+    errno = 0;
     long x = std::strtol(s.c_str(), &end, 10);
-    if (*end != '\0')
+    if (*end != '\0' || errno != 0 || x < INT_MIN || x > INT_MAX)
       return false;
     v = static_cast<int>(x);
     return true;
   }
   bool get_list(std::vector<std::string>& v) {
     int n = 0;
-    if (!get_int(n) || n < 0 || static_cast<size_t>(n) > in_.size())
+    // Each item takes 4 bytes at least: a count the rest cannot hold is refused before
+    // anything is allocated.
+    if (!get_int(n) || n < 0 || static_cast<size_t>(n) > (in_.size() - pos_) / 4)
       return false;
     v.resize(static_cast<size_t>(n));
     for (auto& s : v) {

@@ -49,6 +49,8 @@ namespace actions {
 
 namespace {
 
+namespace fs = std::filesystem;
+
 constexpr int64_t kDefaultMaxOutput = 64 * 1024;
 constexpr int64_t kMaxMaxOutput = 16 << 20;
 constexpr const char* kHookPath = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
@@ -96,16 +98,18 @@ std::string last_line(const std::string& s) {
 // ---------------------------------------------------------------------------------------
 // The supervisor program and how to start it
 
-// Where vnflow-hook is: beside a binary of the build tree when this process is one (tests,
-// benches, a developer's build), else where `meson install` put it. The build path is
-// never used by an installed binary, so a file planted there cannot be run by one.
+// Where vnflow-hook is. A binary of a build tree (tests, benches, a developer's build: its
+// folder's parent holds meson-private/) runs the tree's own; an installed one runs the
+// one `meson install` put in libexecdir. No build path is compiled in (the package stays
+// reproducible), and a file planted in some build folder is never run by an installed
+// binary: its parent folder (/usr for /usr/bin/vnflow) is no build root.
 const std::string& helper_path() {
   static const std::string path = [] {
     std::error_code ec;
-    std::string self = std::filesystem::canonical("/proc/self/exe", ec).string();
-    std::string build_root = VNFLOW_BUILD_ROOT;
-    if (!ec && self.size() > build_root.size() && self.starts_with(build_root + "/"))
-      return std::string(VNFLOW_HOOK_HELPER_BUILD);
+    fs::path root = fs::canonical("/proc/self/exe", ec).parent_path().parent_path();
+    if (!ec && fs::is_directory(root / "meson-private", ec) &&
+        fs::exists(root / "actions" / "vnflow-hook", ec))
+      return (root / "actions" / "vnflow-hook").string();
     return std::string(VNFLOW_HOOK_HELPER_INSTALLED);
   }();
   return path;
@@ -154,11 +158,27 @@ bool wait_child(pid_t pid, int pidfd, std::chrono::milliseconds wait, int& statu
   }
 }
 
-// Isolation probe: can this process give a child a mount namespace of its own? When the
-// supervisor cannot even start, why (hook_isolation says it; every hook will fail the same).
-std::string probe_error;
+// Isolation probe: can this process give a child a mount namespace of its own? The answer
+// is kept once the probe ran; a supervisor that could not even start (a partial install or
+// upgrade) is asked again at the next hook, and meanwhile no hook runs: a hook with files to
+// hide must never run unisolated because the probe failed once (run() refuses it).
+struct Probe {
+  std::mutex mu;
+  bool done = false;
+  Sandbox mode = Sandbox::kNone;
+  std::string error;  // why the supervisor could not start, when it could not
+};
 
-Sandbox probe_sandbox() {
+Probe& probe() {
+  static Probe p;
+  return p;
+}
+
+Sandbox sandbox_mode() {
+  Probe& pr = probe();
+  std::lock_guard<std::mutex> l(pr.mu);
+  if (pr.done)
+    return pr.mode;
   Sandbox mode = ::geteuid() == 0 ? Sandbox::kMountNs : Sandbox::kUserNs;
   std::string arg = std::to_string(static_cast<int>(mode));
   char* argv[] = {const_cast<char*>("vnflow-hook"), const_cast<char*>("--probe"), arg.data(),
@@ -171,20 +191,23 @@ Sandbox probe_sandbox() {
   SpawnAttr attr;
   pid_t pid = 0;
   if (int e = ::posix_spawn(&pid, helper_path().c_str(), &fa.f, &attr.a, argv, envp); e != 0) {
-    probe_error = "cannot start the hook supervisor " + helper_path() + ": " + std::strerror(e);
+    pr.error = "cannot start the hook supervisor " + helper_path() + ": " + std::strerror(e);
     return Sandbox::kNone;
   }
   int st = 0;
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
-  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? mode : Sandbox::kNone;
+  pr.done = true;
+  pr.error.clear();
+  pr.mode = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? mode : Sandbox::kNone;
+  return pr.mode;
 }
 
-Sandbox sandbox_mode() {
-  static std::once_flag once;
-  static Sandbox mode = Sandbox::kNone;
-  std::call_once(once, [] { mode = probe_sandbox(); });
-  return mode;
+// Why no hook can run at all ("" when the probe ran).
+std::string probe_error() {
+  Probe& pr = probe();
+  std::lock_guard<std::mutex> l(pr.mu);
+  return pr.done ? std::string() : pr.error;
 }
 
 std::string resolve_exe(const std::string& name) {
@@ -309,6 +332,10 @@ class LocalExec : public Action {
     p.run_gid = ctx.run_gid;
     p.hidden = ctx.private_files;
     p.sandbox = p.hidden.empty() ? Sandbox::kNone : sandbox_mode();
+    if (!p.hidden.empty() && p.sandbox == Sandbox::kNone) {
+      if (std::string why = probe_error(); !why.empty())
+        return Outcome::failure(ErrorClass::kTransient, "local.exec: " + why);
+    }
     p.daemon_pid = ::getpid();
     p.has_lock = ctx.hook_lock_fd >= 0;
     std::string wire = encode_hook_plan(p);
@@ -486,7 +513,8 @@ class LocalExec : public Action {
       ::kill(sup, SIGKILL);
       if (hook_pid > 0)
         ::kill(-hook_pid, SIGKILL);
-      wait_child(sup, sup_fd, std::chrono::seconds(5), sup_status);
+      while (::waitpid(sup, &sup_status, 0) < 0 && errno == EINTR) {
+      }  // SIGKILLed: it ends, and is reaped here, not left a zombie
     }
     if (sup_fd >= 0)
       ::close(sup_fd);
@@ -581,8 +609,8 @@ std::string hook_isolation(bool with_private_files) {
     case Sandbox::kNone:
       break;
   }
-  if (!probe_error.empty())
-    return "none: " + probe_error;
+  if (std::string why = probe_error(); !why.empty())
+    return "none: " + why + "; no hook can run";
   return "none: this kernel gives no mount namespace to this user, so hooks can read the "
          "database and its key file";
 }

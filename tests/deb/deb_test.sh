@@ -200,7 +200,7 @@ fi
 log "apt-get purge vnflow"
 check "apt-get purge" logged "$work/purge.log" apt-get purge -y -qq vnflow
 check "dpkg forgot vnflow" bash -c '! dpkg-query -W -f="\${Status}" vnflow 2>/dev/null | grep -q installed'
-for p in /usr/bin/vnflow /usr/share/vnflow /var/lib/vnflow /usr/share/doc/vnflow \
+for p in /usr/bin/vnflow /usr/libexec/vnflow /usr/share/vnflow /var/lib/vnflow /usr/share/doc/vnflow \
   /usr/share/man/man1/vnflow.1.gz /usr/share/bash-completion/completions/vnflow \
   /lib/systemd/system/vnflow.service /etc/systemd/system/multi-user.target.wants/vnflow.service; do
   check "purge removed $p" test ! -e "$p"

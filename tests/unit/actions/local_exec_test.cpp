@@ -133,7 +133,7 @@ TEST_CASE(
   // The hook waits until the test has looked at it (or 10 s).
   json::object in{{"shell",
                    "i=0; while [ ! -e go ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); "
-                   "done; echo \"$API_PASSWORD\" | wc -c"},
+                   "done; echo \"$API_PASSWORD\" | wc -c; nice"},
                   {"env", json::object{{"API_PASSWORD", "s3cr3t-Zq81"}}}};
   actions::Outcome out;
   std::thread t([&] { out = k->run(in, ctx); });
@@ -146,7 +146,8 @@ TEST_CASE(
   }
   std::string helper;
   REQUIRE(sups.size() == 1);
-  {
+  // The supervisor is not dumpable: only root reads its /proc files.
+  if (::geteuid() == 0) {
     std::string proc = "/proc/" + std::to_string(sups[0]);
     std::error_code ec;
     helper = fs::read_symlink(proc + "/exe", ec).string();
@@ -157,14 +158,16 @@ TEST_CASE(
     CHECK(cmdline.find("s3cr3t") == std::string::npos);
     CHECK(env_block.find("s3cr3t") == std::string::npos);
     CHECK(env_block.empty());
-    CHECK(nice_of(sups[0]) == 10);
+    CHECK(nice_of(sups[0]) == 0);  // the supervisor keeps the daemon's priority
   }
   std::ofstream(dir / "go") << "";
   t.join();
   REQUIRE(out.ok);
-  CHECK(out.outputs.as_object().at("stdout").as_string() == "12\n");
+  CHECK(out.outputs.as_object().at("stdout").as_string() == "12\n10\n");  // the hook: nice 10
 
   SECTION("a supervisor given no valid plan says so and runs nothing") {
+    if (helper.empty())
+      return;  // not root: its path was not readable
     int fd = ::memfd_create("plan", 0);
     REQUIRE(fd >= 0);
     REQUIRE(::write(fd, "garbage", 7) == 7);
@@ -201,5 +204,44 @@ TEST_CASE(
     CHECK(WEXITSTATUS(st) == 125);
     CHECK(msg.find("no valid plan") != std::string::npos);
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("local.exec: a hook cannot forge its exit status through its supervisor's report pipe") {
+  // The supervisor reports the hook's wait status on its fd 3. A dumpable supervisor let a
+  // hook of the daemon's own user open /proc/<supervisor>/fd/3 and write a status of 0
+  // before failing; the daemon then took the failure for a success. Root may open any
+  // process's fds, so the daemon here is a child of the test running as nobody.
+  if (::geteuid() != 0) {
+    WARN("not root: cannot become nobody to run a daemon of another user; not run");
+    return;
+  }
+  char tmpl[] = "/tmp/vnflow-local-exec-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  fs::path dir = tmpl;
+  fs::permissions(dir, fs::perms::all);
+  std::string forge =
+      "printf '\\000\\000\\000\\000' > /proc/$PPID/fd/3 && echo forged >&2; sleep 0.2; exit 7";
+  const actions::Registry registry = actions::Registry::standard();
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0)
+      ::_exit(3);
+    actions::Context ctx;
+    ctx.op_id = "op-1";
+    ctx.instance_id = "inst-1";
+    ctx.state = "s";
+    ctx.key = "op-1/s/1";
+    ctx.work_dir = dir.string();
+    ctx.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    actions::Outcome out = registry.find("local.exec")->run(json::object{{"shell", forge}}, ctx);
+    // 0: judged as the hook really ended; 1: the forged status was believed.
+    ::_exit(out.ok ? 1 : out.message.find("exit status 7") != std::string::npos ? 0 : 2);
+  }
+  int st = 0;
+  REQUIRE(::waitpid(pid, &st, 0) == pid);
+  REQUIRE(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 0);
   fs::remove_all(dir);
 }
