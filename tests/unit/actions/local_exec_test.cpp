@@ -55,6 +55,18 @@ std::vector<int> children_named(const std::string& comm) {
   return out;
 }
 
+// A call's context as the engine gives it, working in `dir`.
+actions::Context context_in(const fs::path& dir) {
+  actions::Context ctx;
+  ctx.op_id = "op-1";
+  ctx.instance_id = "inst-1";
+  ctx.state = "s";
+  ctx.key = "op-1/s/1";
+  ctx.work_dir = dir.string();
+  ctx.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  return ctx;
+}
+
 int nice_of(int pid) {
   std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
   std::istringstream rest(stat.substr(stat.rfind(')') + 2));
@@ -123,13 +135,7 @@ TEST_CASE(
   const actions::Registry registry = actions::Registry::standard();
   const actions::Kind* k = registry.find("local.exec");
   REQUIRE(k != nullptr);
-  actions::Context ctx;
-  ctx.op_id = "op-1";
-  ctx.instance_id = "inst-1";
-  ctx.state = "s";
-  ctx.key = "op-1/s/1";
-  ctx.work_dir = dir.string();
-  ctx.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  actions::Context ctx = context_in(dir);
   // The hook waits until the test has looked at it (or 10 s).
   json::object in{{"shell",
                    "i=0; while [ ! -e go ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); "
@@ -228,13 +234,7 @@ TEST_CASE("local.exec: a hook cannot forge its exit status through its superviso
   if (pid == 0) {
     if (::setgid(65534) != 0 || ::setuid(65534) != 0)
       ::_exit(3);
-    actions::Context ctx;
-    ctx.op_id = "op-1";
-    ctx.instance_id = "inst-1";
-    ctx.state = "s";
-    ctx.key = "op-1/s/1";
-    ctx.work_dir = dir.string();
-    ctx.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    actions::Context ctx = context_in(dir);
     actions::Outcome out = registry.find("local.exec")->run(json::object{{"shell", forge}}, ctx);
     // 0: judged as the hook really ended; 1: the forged status was believed.
     ::_exit(out.ok ? 1 : out.message.find("exit status 7") != std::string::npos ? 0 : 2);
