@@ -74,9 +74,10 @@ base::Result<std::vector<SubscriptionRecord>> SqliteStore::list_subscriptions(bo
   std::vector<SubscriptionRecord> out;
   std::vector<std::pair<std::string, std::string>> auths;
   {
-    std::lock_guard<std::mutex> lock(rmu_);
+    auto rd = readers_.acquire();
     base::Status s = guard([&] {
-      SQLite::Statement q(r_, std::string(kSubscriptionColumns) + " ORDER BY created_ms, id");
+      auto q_use = rd->q.prepare(std::string(kSubscriptionColumns) + " ORDER BY created_ms, id");
+      SQLite::Statement& q = *q_use;
       while (q.executeStep()) {
         auths.emplace_back();
         out.push_back(read_subscription(q, auths.back()));
@@ -100,9 +101,10 @@ base::Result<SubscriptionRecord> SqliteStore::get_subscription(std::string_view 
   SubscriptionRecord r;
   std::pair<std::string, std::string> auth;
   {
-    std::lock_guard<std::mutex> lock(rmu_);
+    auto rd = readers_.acquire();
     base::Status s = guard([&] {
-      SQLite::Statement q(r_, std::string(kSubscriptionColumns) + " WHERE id = ?");
+      auto q_use = rd->q.prepare(std::string(kSubscriptionColumns) + " WHERE id = ?");
+      SQLite::Statement& q = *q_use;
       q.bind(1, std::string(id));
       if (!q.executeStep())
         return base::Status::NotFound("no subscription \"" + base::printable(id) + "\"");
@@ -160,11 +162,12 @@ base::Status SqliteStore::record_delivery(const SubscriptionRecord& rec) {
 base::Result<std::vector<NoticeRecord>> SqliteStore::notices_after(const NoticeCursor& after,
                                                                    size_t limit) {
   std::vector<NoticeRecord> out;
-  std::lock_guard<std::mutex> lock(rmu_);
+  auto rd = readers_.acquire();
   base::Status s = guard([&] {
-    SQLite::Statement q(r_,
-                        "SELECT seq, id, at_ms, kind, op_id, instance_id, package_id, operation,"
-                        " state, error, subject FROM notices WHERE seq > ? ORDER BY seq LIMIT ?");
+    auto q_use = rd->q.prepare(
+        "SELECT seq, id, at_ms, kind, op_id, instance_id, package_id, operation,"
+        " state, error, subject FROM notices WHERE seq > ? ORDER BY seq LIMIT ?");
+    SQLite::Statement& q = *q_use;
     q.bind(1, static_cast<int64_t>(after.seq));
     q.bind(2, static_cast<int64_t>(limit));
     while (q.executeStep()) {
@@ -191,12 +194,13 @@ base::Result<std::vector<NoticeRecord>> SqliteStore::notices_after(const NoticeC
 
 base::Result<std::vector<std::string>> SqliteStore::due_subscriptions(int64_t now) {
   std::vector<std::string> out;
-  std::lock_guard<std::mutex> lock(rmu_);
+  auto rd = readers_.acquire();
   base::Status s = guard([&] {
-    SQLite::Statement q(r_,
-                        "SELECT id FROM subscriptions s WHERE next_attempt_ms <= ? AND EXISTS"
-                        " (SELECT 1 FROM notices n WHERE n.seq > s.cursor_seq)"
-                        " ORDER BY created_ms, id");
+    auto q_use = rd->q.prepare(
+        "SELECT id FROM subscriptions s WHERE next_attempt_ms <= ? AND EXISTS"
+        " (SELECT 1 FROM notices n WHERE n.seq > s.cursor_seq)"
+        " ORDER BY created_ms, id");
+    SQLite::Statement& q = *q_use;
     q.bind(1, static_cast<int64_t>(now));
     while (q.executeStep())
       out.push_back(text(q, 0));

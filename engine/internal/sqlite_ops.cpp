@@ -80,7 +80,7 @@ base::Status SqliteStore::apply(const std::vector<const Batch*>& batches) {
           if (st.exec() != 1) {
             // Fencing: an operation that is no longer active (an operator forced it to
             // FAILED) takes no write from an executor; the rest of the group commits.
-            auto cur = get_op_locked(w_, o.op_id);
+            auto cur = get_op_locked(w_, nullptr, o.op_id);
             if (!cur.ok())
               throw std::runtime_error("no operation " + o.op_id);
             b->fenced = true;
@@ -203,12 +203,12 @@ base::Status SqliteStore::create_op(const OpRecord& rec) {
 }
 
 base::Result<OpRecord> SqliteStore::get_op(std::string_view id) {
-  std::lock_guard<std::mutex> lock(rmu_);
-  return get_op_locked(r_, id);
+  auto rd = readers_.acquire();
+  return get_op_locked(rd->db, &rd->q, id);
 }
 
 base::Result<std::vector<OpRecord>> SqliteStore::list_ops(const OpFilter& f) {
-  std::lock_guard<std::mutex> lock(rmu_);
+  auto rd = readers_.acquire();
   std::vector<OpRecord> out;
   base::Status s = guard([&] {
     std::string sql = std::string("SELECT ") + kOpColumns + " FROM ops WHERE 1 = 1";
@@ -217,7 +217,8 @@ base::Result<std::vector<OpRecord>> SqliteStore::list_ops(const OpFilter& f) {
     if (f.state)
       sql += " AND state = ?2";
     sql += " ORDER BY created_ms DESC, id LIMIT ?3";
-    SQLite::Statement q(r_, sql);
+    auto q_use = rd->q.prepare(sql);
+    SQLite::Statement& q = *q_use;
     if (!f.instance_id.empty())
       q.bind(1, f.instance_id);
     if (f.state)
@@ -233,10 +234,12 @@ base::Result<std::vector<OpRecord>> SqliteStore::list_ops(const OpFilter& f) {
 }
 
 base::Result<std::vector<OpCount>> SqliteStore::count_ops() {
-  std::lock_guard<std::mutex> lock(rmu_);
+  auto rd = readers_.acquire();
   std::vector<OpCount> out;
   base::Status s = guard([&] {
-    SQLite::Statement q(r_, "SELECT operation, state, count(*) FROM ops GROUP BY operation, state");
+    auto q_use =
+        rd->q.prepare("SELECT operation, state, count(*) FROM ops GROUP BY operation, state");
+    SQLite::Statement& q = *q_use;
     while (q.executeStep()) {
       auto state = parse_op_state(q.getColumn(1).getString());
       if (state)
@@ -256,7 +259,7 @@ base::Result<OpRecord> SqliteStore::transition(std::string_view id,
   base::Status s = guard([&] {
     w_.exec("BEGIN IMMEDIATE");
     try {
-      auto cur = get_op_locked(w_, id);
+      auto cur = get_op_locked(w_, nullptr, id);
       if (!cur.ok()) {
         w_.exec("ROLLBACK");
         return cur.status();
@@ -295,8 +298,8 @@ base::Result<OpRecord> SqliteStore::transition(std::string_view id,
   });
   if (!s.ok())
     return s;
-  std::lock_guard<std::mutex> rlock(rmu_);
-  return get_op_locked(r_, id);
+  auto rd = readers_.acquire();
+  return get_op_locked(rd->db, &rd->q, id);
 }
 
 base::Status SqliteStore::request_cancel(std::string_view id) {
@@ -308,7 +311,7 @@ base::Status SqliteStore::request_cancel(std::string_view id) {
     u.bind(1, std::string(id));
     if (u.exec() == 1)
       return base::Status::Ok();
-    auto cur = get_op_locked(w_, id);
+    auto cur = get_op_locked(w_, nullptr, id);
     if (!cur.ok())
       return cur.status();
     return base::Status::FailedPrecondition(
@@ -318,7 +321,7 @@ base::Status SqliteStore::request_cancel(std::string_view id) {
 }
 
 base::Result<std::vector<OpRecord>> SqliteStore::runnable(bool all) {
-  std::lock_guard<std::mutex> lock(rmu_);
+  auto rd = readers_.acquire();
   std::vector<OpRecord> out;
   base::Status s = guard([&] {
     std::string sql = std::string("SELECT ") + kOpColumns + " FROM ops WHERE ";
@@ -326,7 +329,8 @@ base::Result<std::vector<OpRecord>> SqliteStore::runnable(bool all) {
       sql += "owner IS NULL AND ";
     sql += kRunning;
     sql += " ORDER BY created_ms";
-    SQLite::Statement q(r_, sql);
+    auto q_use = rd->q.prepare(sql);
+    SQLite::Statement& q = *q_use;
     while (q.executeStep())
       out.push_back(opened(read_op(q)));
     return base::Status::Ok();
@@ -337,11 +341,12 @@ base::Result<std::vector<OpRecord>> SqliteStore::runnable(bool all) {
 }
 
 base::Result<std::vector<std::string>> SqliteStore::cancel_requests() {
-  std::lock_guard<std::mutex> lock(rmu_);
+  auto rd = readers_.acquire();
   std::vector<std::string> out;
   base::Status s = guard([&] {
-    SQLite::Statement q(
-        r_, std::string("SELECT id FROM ops WHERE cancel_requested = 1 AND ") + kRunning);
+    auto q_use =
+        rd->q.prepare(std::string("SELECT id FROM ops WHERE cancel_requested = 1 AND ") + kRunning);
+    SQLite::Statement& q = *q_use;
     while (q.executeStep())
       out.push_back(q.getColumn(0).getString());
     return base::Status::Ok();
@@ -352,19 +357,20 @@ base::Result<std::vector<std::string>> SqliteStore::cancel_requests() {
 }
 
 base::Result<json::object> SqliteStore::outputs(std::string_view op_id) {
-  std::lock_guard<std::mutex> lock(rmu_);
+  auto rd = readers_.acquire();
   json::object out;
   base::Status s = guard([&] {
     std::string prefix = "op/" + std::string(op_id) + "/output/";
     // Rows of `outputs` first (an operation's starting outputs), then the events' in order:
     // a state visited again replaces its earlier outputs.
-    SQLite::Statement q(r_, "SELECT state, value FROM outputs WHERE op_id = ?");
+    auto q_use = rd->q.prepare("SELECT state, value FROM outputs WHERE op_id = ?");
+    SQLite::Statement& q = *q_use;
     q.bind(1, std::string(op_id));
     while (q.executeStep()) {
       std::string state = q.getColumn(0).getString();
       out[state] = sealer_.open_output(q.getColumn(1).getString(), prefix + state);
     }
-    SQLite::Statement e(r_,
+    SQLite::Statement e(rd->db,
                         "SELECT outputs FROM events WHERE opn = (SELECT num FROM ops WHERE id = ?)"
                         " AND outputs IS NOT NULL ORDER BY seq");
     e.bind(1, std::string(op_id));
@@ -385,13 +391,14 @@ base::Result<json::object> SqliteStore::outputs(std::string_view op_id) {
 }
 
 base::Result<std::vector<EventRecord>> SqliteStore::history(std::string_view op_id) {
-  std::lock_guard<std::mutex> lock(rmu_);
+  auto rd = readers_.acquire();
   std::vector<EventRecord> out;
   base::Status s = guard([&] {
-    SQLite::Statement q(r_,
-                        "SELECT o.id, e.seq, e.at_ms, e.kind, e.state, e.item, e.attempt, e.key,"
-                        " e.data, e.started_ms FROM ops o JOIN events e ON e.opn = o.num"
-                        " WHERE o.id = ? ORDER BY e.seq");
+    auto q_use = rd->q.prepare(
+        "SELECT o.id, e.seq, e.at_ms, e.kind, e.state, e.item, e.attempt, e.key,"
+        " e.data, e.started_ms FROM ops o JOIN events e ON e.opn = o.num"
+        " WHERE o.id = ? ORDER BY e.seq");
+    SQLite::Statement& q = *q_use;
     q.bind(1, std::string(op_id));
     while (q.executeStep()) {
       EventRecord e;
@@ -421,15 +428,24 @@ void SqliteStore::bind_text_or_null(SQLite::Statement& st, int i, const std::str
     st.bind(i, s);
 }
 
-base::Result<OpRecord> SqliteStore::get_op_locked(SQLite::Database& db, std::string_view id) {
+base::Result<OpRecord> SqliteStore::get_op_locked(SQLite::Database& db, StatementCache* cache,
+                                                  std::string_view id) {
   OpRecord out;
   base::Status s = guard([&] {
-    SQLite::Statement q(db, std::string("SELECT ") + kOpColumns + " FROM ops WHERE id = ?");
-    q.bind(1, std::string(id));
-    if (!q.executeStep())
-      return base::Status::NotFound("no operation \"" + std::string(id) + "\"");
-    out = opened(read_op(q));
-    return base::Status::Ok();
+    std::string sql = std::string("SELECT ") + kOpColumns + " FROM ops WHERE id = ?";
+    auto read = [&](SQLite::Statement& q) {
+      q.bind(1, std::string(id));
+      if (!q.executeStep())
+        return base::Status::NotFound("no operation \"" + std::string(id) + "\"");
+      out = opened(read_op(q));
+      return base::Status::Ok();
+    };
+    if (cache != nullptr) {
+      auto q_use = cache->prepare(sql);
+      return read(*q_use);
+    }
+    SQLite::Statement q(db, sql);
+    return read(q);
   });
   if (!s.ok())
     return s;

@@ -93,11 +93,12 @@ base::Result<VimRecord> SqliteStore::get_vim(std::string_view id, bool with_secr
   VimRecord out;
   std::string sealed;
   {
-    std::lock_guard<std::mutex> lock(rmu_);
+    auto rd = readers_.acquire();
     base::Status s = guard([&] {
-      SQLite::Statement q(r_,
-                          "SELECT id, name, type, summary, sealed, extra, is_default, created_ms"
-                          " FROM vims WHERE id = ?1 OR name = ?1 ORDER BY id = ?1 DESC LIMIT 1");
+      auto q_use = rd->q.prepare(
+          "SELECT id, name, type, summary, sealed, extra, is_default, created_ms"
+          " FROM vims WHERE id = ?1 OR name = ?1 ORDER BY id = ?1 DESC LIMIT 1");
+      SQLite::Statement& q = *q_use;
       q.bind(1, std::string(id));
       if (!q.executeStep())
         return base::Status::NotFound("no VIM \"" + std::string(id) + "\"");
@@ -118,12 +119,13 @@ base::Result<VimRecord> SqliteStore::get_vim(std::string_view id, bool with_secr
 }
 
 base::Result<std::vector<VimRecord>> SqliteStore::list_vims() {
-  std::lock_guard<std::mutex> lock(rmu_);
+  auto rd = readers_.acquire();
   std::vector<VimRecord> out;
   base::Status s = guard([&] {
-    SQLite::Statement q(r_,
-                        "SELECT id, name, type, summary, sealed, extra, is_default, created_ms"
-                        " FROM vims ORDER BY created_ms, id");
+    auto q_use = rd->q.prepare(
+        "SELECT id, name, type, summary, sealed, extra, is_default, created_ms"
+        " FROM vims ORDER BY created_ms, id");
+    SQLite::Statement& q = *q_use;
     while (q.executeStep())
       out.push_back(read_vim(q));
     return base::Status::Ok();

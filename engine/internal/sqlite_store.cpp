@@ -244,7 +244,7 @@ std::string text(SQLite::Statement& st, int i) {
 SqliteStore::SqliteStore(const std::string& path)
     : sealer_(path + ".key"),
       w_(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX, 10000),
-      r_(path, SQLite::OPEN_READWRITE | SQLite::OPEN_FULLMUTEX, 10000),
+      readers_(path, kReaders),
       checkpointer_(path) {}
 
 Checkpointer::~Checkpointer() {
@@ -339,7 +339,7 @@ base::Status SqliteStore::init() {
     w_.exec("PRAGMA cache_size=-32768");
     checkpointer_.attach(w_.getHandle());
     w_.exec("PRAGMA foreign_keys=ON");
-    r_.exec("PRAGMA foreign_keys=ON");
+    readers_.each([](SQLite::Database& db) { db.exec("PRAGMA foreign_keys=ON"); });
     w_.exec("BEGIN IMMEDIATE");
     try {
       w_.exec(kSchema);
@@ -481,11 +481,12 @@ base::Result<PackageRecord> SqliteStore::put_package(const PackageRecord& rec,
 }
 
 base::Result<PackageRecord> SqliteStore::get_package(std::string_view id) {
-  std::lock_guard<std::mutex> lock(rmu_);
+  auto rd = readers_.acquire();
   PackageRecord out;
   base::Status s = guard([&] {
-    SQLite::Statement q(
-        r_, std::string(kPackageColumns) + " FROM packages WHERE id = ?1 OR digest = ?1");
+    auto q_use =
+        rd->q.prepare(std::string(kPackageColumns) + " FROM packages WHERE id = ?1 OR digest = ?1");
+    SQLite::Statement& q = *q_use;
     q.bind(1, std::string(id));
     if (!q.executeStep())
       return base::Status::NotFound("no package \"" + std::string(id) + "\"");
@@ -498,10 +499,11 @@ base::Result<PackageRecord> SqliteStore::get_package(std::string_view id) {
 }
 
 base::Result<std::string> SqliteStore::package_bytes(std::string_view id) {
-  std::lock_guard<std::mutex> lock(rmu_);
+  auto rd = readers_.acquire();
   std::string out;
   base::Status s = guard([&] {
-    SQLite::Statement q(r_, "SELECT bytes FROM packages WHERE id = ?");
+    auto q_use = rd->q.prepare("SELECT bytes FROM packages WHERE id = ?");
+    SQLite::Statement& q = *q_use;
     q.bind(1, std::string(id));
     if (!q.executeStep())
       return base::Status::NotFound("no package \"" + std::string(id) + "\"");
@@ -515,10 +517,12 @@ base::Result<std::string> SqliteStore::package_bytes(std::string_view id) {
 }
 
 base::Result<std::vector<PackageRecord>> SqliteStore::list_packages() {
-  std::lock_guard<std::mutex> lock(rmu_);
+  auto rd = readers_.acquire();
   std::vector<PackageRecord> out;
   base::Status s = guard([&] {
-    SQLite::Statement q(r_, std::string(kPackageColumns) + " FROM packages ORDER BY onboarded_ms");
+    auto q_use =
+        rd->q.prepare(std::string(kPackageColumns) + " FROM packages ORDER BY onboarded_ms");
+    SQLite::Statement& q = *q_use;
     while (q.executeStep())
       out.push_back(read_package(q));
     return base::Status::Ok();
@@ -622,12 +626,13 @@ base::Status SqliteStore::create_instance(const InstanceRecord& rec) {
 }
 
 base::Result<InstanceRecord> SqliteStore::get_instance(std::string_view id) {
-  std::lock_guard<std::mutex> lock(rmu_);
+  auto rd = readers_.acquire();
   InstanceRecord out;
   base::Status s = guard([&] {
-    SQLite::Statement q(r_,
-                        "SELECT id, package_id, name, instantiation_state, record, created_ms"
-                        " FROM instances WHERE id = ?");
+    auto q_use = rd->q.prepare(
+        "SELECT id, package_id, name, instantiation_state, record, created_ms"
+        " FROM instances WHERE id = ?");
+    SQLite::Statement& q = *q_use;
     q.bind(1, std::string(id));
     if (!q.executeStep())
       return base::Status::NotFound("no VNF instance \"" + std::string(id) + "\"");
@@ -640,12 +645,13 @@ base::Result<InstanceRecord> SqliteStore::get_instance(std::string_view id) {
 }
 
 base::Result<std::vector<InstanceRecord>> SqliteStore::list_instances() {
-  std::lock_guard<std::mutex> lock(rmu_);
+  auto rd = readers_.acquire();
   std::vector<InstanceRecord> out;
   base::Status s = guard([&] {
-    SQLite::Statement q(r_,
-                        "SELECT id, package_id, name, instantiation_state, record, created_ms"
-                        " FROM instances ORDER BY created_ms");
+    auto q_use = rd->q.prepare(
+        "SELECT id, package_id, name, instantiation_state, record, created_ms"
+        " FROM instances ORDER BY created_ms");
+    SQLite::Statement& q = *q_use;
     while (q.executeStep())
       out.push_back(opened(read_instance(q)));
     return base::Status::Ok();
@@ -709,10 +715,11 @@ base::Status SqliteStore::put_machine(const std::string& digest, const std::stri
 }
 
 base::Result<std::string> SqliteStore::get_machine(std::string_view digest) {
-  std::lock_guard<std::mutex> lock(rmu_);
+  auto rd = readers_.acquire();
   std::string out;
   base::Status s = guard([&] {
-    SQLite::Statement q(r_, "SELECT body FROM machines WHERE digest = ?");
+    auto q_use = rd->q.prepare("SELECT body FROM machines WHERE digest = ?");
+    SQLite::Statement& q = *q_use;
     q.bind(1, std::string(digest));
     if (!q.executeStep())
       return base::Status::NotFound("no stored machine " + std::string(digest));

@@ -1,5 +1,5 @@
 // The SQLite Store: one file, WAL, synchronous=FULL. A write connection (the executor's
-// writer thread and commands) and a read connection (polls, history), each behind a mutex.
+// writer thread and commands) and a pool of read connections (the API, polls, history).
 //
 // Engine-internal: open_sqlite_store (engine.h) is the way in. The class is defined in four
 // files, the only ones that include SQLiteCpp:
@@ -9,7 +9,10 @@
 //   sqlite_notices.cpp  subscriptions and the notices the triggers write
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -74,6 +77,103 @@ class Checkpointer {
   bool wanted_ = false, stopping_ = false;
   std::thread thread_;
   sqlite3* attached_ = nullptr;
+};
+
+// The prepared statements of one connection, by their SQL: a hot read (an API GET, the
+// executor's poll) no longer parses its SQL every time (sqlite3_prepare was 40% of a GET's
+// store time). Used under the connection's mutex. A statement is reset when its use ends, so
+// no read snapshot outlives the call (it would hold back the WAL's checkpoints). Bounded:
+// past kMax distinct texts (filters build SQL) a statement is prepared for one use.
+class StatementCache {
+ public:
+  static constexpr size_t kMax = 64;
+
+  class Use {
+   public:
+    ~Use() {
+      st_->tryReset();
+      st_->clearBindings();
+    }
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+    SQLite::Statement& operator*() { return *st_; }
+    SQLite::Statement* operator->() { return st_; }
+
+   private:
+    friend class StatementCache;
+    Use(SQLite::Statement* st, std::unique_ptr<SQLite::Statement> owned)
+        : st_(st), owned_(std::move(owned)) {}
+    SQLite::Statement* st_;
+    std::unique_ptr<SQLite::Statement> owned_;  // set when not cached
+  };
+
+  explicit StatementCache(SQLite::Database& db) : db_(db) {}
+  Use prepare(const std::string& sql) {
+    auto it = map_.find(sql);
+    if (it != map_.end())
+      return Use(it->second.get(), nullptr);
+    auto st = std::make_unique<SQLite::Statement>(db_, sql);
+    if (map_.size() >= kMax) {
+      SQLite::Statement* raw = st.get();
+      return Use(raw, std::move(st));
+    }
+    SQLite::Statement* raw = st.get();
+    map_.emplace(sql, std::move(st));
+    return Use(raw, nullptr);
+  }
+
+ private:
+  SQLite::Database& db_;
+  std::map<std::string, std::unique_ptr<SQLite::Statement>, std::less<>> map_;
+};
+
+// The read connections: API requests and the executor read at once, each on a connection
+// of its own (one shared connection made every GET wait for the one before it). A read takes
+// a free connection, else waits for one in turn. Each keeps its prepared statements.
+class ReaderPool {
+ public:
+  struct Reader {
+    explicit Reader(const std::string& path)
+        : db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_FULLMUTEX, 10000), q(db) {}
+    std::mutex mu;
+    SQLite::Database db;
+    StatementCache q;
+  };
+  class Lease {
+   public:
+    Lease(Reader& r, std::unique_lock<std::mutex> l) : r_(&r), l_(std::move(l)) {}
+    Reader* operator->() { return r_; }
+
+   private:
+    Reader* r_;
+    std::unique_lock<std::mutex> l_;
+  };
+
+  ReaderPool(const std::string& path, size_t n) {
+    for (size_t i = 0; i < std::max<size_t>(n, 1); ++i)
+      readers_.push_back(std::make_unique<Reader>(path));
+  }
+  Lease acquire() {
+    for (auto& r : readers_) {
+      std::unique_lock<std::mutex> l(r->mu, std::try_to_lock);
+      if (l.owns_lock())
+        return Lease(*r, std::move(l));
+    }
+    Reader& r = *readers_[next_.fetch_add(1, std::memory_order_relaxed) % readers_.size()];
+    return Lease(r, std::unique_lock<std::mutex>(r.mu));
+  }
+  // Runs `f` on every connection (settings at open), one at a time.
+  template <typename F>
+  void each(F&& f) {
+    for (auto& r : readers_) {
+      std::lock_guard<std::mutex> l(r->mu);
+      f(r->db);
+    }
+  }
+
+ private:
+  std::vector<std::unique_ptr<Reader>> readers_;
+  std::atomic<size_t> next_{0};
 };
 
 // A column's text; empty when NULL.
@@ -163,7 +263,9 @@ class SqliteStore : public Store {
 
   // sqlite_ops.cpp
   static void bind_text_or_null(SQLite::Statement& st, int i, const std::string& s);
-  base::Result<OpRecord> get_op_locked(SQLite::Database& db, std::string_view id);
+  // `cache`: db's statements (a reader's), or null (the writer: prepared for this call).
+  base::Result<OpRecord> get_op_locked(SQLite::Database& db, StatementCache* cache,
+                                       std::string_view id);
 
   // sqlite_secrets.cpp
   base::Status check_key();
@@ -188,9 +290,9 @@ class SqliteStore : public Store {
 
   Sealer sealer_;
   base::FairMutex wmu_;  // writers in turn: a commit never starves an API request
-  std::mutex rmu_;
   SQLite::Database w_;
-  SQLite::Database r_;
+  static constexpr size_t kReaders = 3;  // the API's handler threads and the executor
+  ReaderPool readers_;
   std::unique_ptr<SQLite::Statement> upd_op_, upd_op_plain_, ins_output_, ins_event_, upd_inst_;
   int watch_fd_ = -1;          // change_watch.cpp: the inotify watch on the log (-2: none possible)
   Checkpointer checkpointer_;  // last: stopped before the connections close
