@@ -370,9 +370,10 @@ base::Result<json::object> SqliteStore::outputs(std::string_view op_id) {
       std::string state = q.getColumn(0).getString();
       out[state] = sealer_.open_output(q.getColumn(1).getString(), prefix + state);
     }
-    SQLite::Statement e(rd->db,
-                        "SELECT outputs FROM events WHERE opn = (SELECT num FROM ops WHERE id = ?)"
-                        " AND outputs IS NOT NULL ORDER BY seq");
+    auto e_use = rd->q.prepare(
+        "SELECT outputs FROM events WHERE opn = (SELECT num FROM ops WHERE id = ?)"
+        " AND outputs IS NOT NULL ORDER BY seq");
+    SQLite::Statement& e = *e_use;
     e.bind(1, std::string(op_id));
     while (e.executeStep()) {
       json::value o = parse_or_null(e.getColumn(0).getString());

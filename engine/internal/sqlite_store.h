@@ -92,7 +92,10 @@ class StatementCache {
    public:
     ~Use() {
       st_->tryReset();
-      st_->clearBindings();
+      try {
+        st_->clearBindings();  // sqlite3_clear_bindings cannot fail; SQLiteCpp may throw
+      } catch (...) {
+      }
     }
     Use(const Use&) = delete;
     Use& operator=(const Use&) = delete;

@@ -431,3 +431,50 @@ TEST_CASE("op list pages: at most the limit, newest first, and whether there wer
   f.state = engine::OpState::kCompleted;
   CHECK(engine::list_operations(*db.store, f).value().ops.empty());
 }
+
+TEST_CASE("reads on several threads beside commits: each sees every commit made before it") {
+  // The reads run on a pool of connections (SQLite) with prepared statements reused: a
+  // record committed before a read starts is seen by it, whatever connection it gets, and a
+  // statement's earlier use (its bindings, its snapshot) never leaks into the next.
+  TempDb t;
+  constexpr int kVims = 60;
+  std::atomic<int> committed{0};
+  std::atomic<int> errors{0};
+  std::thread writer([&] {
+    for (int i = 0; i < kVims; ++i) {
+      engine::VimRecord v;
+      v.id = "vim-" + std::to_string(i);
+      v.name = "cloud-" + std::to_string(i);
+      v.type = "openstack";
+      v.access = json::object{{"auth_url", "http://127.0.0.1:5000/v3"},
+                              {"password", "pw-" + std::to_string(i)}};
+      if (!t.store->put_vim(v).ok())
+        ++errors;
+      committed = i + 1;
+    }
+  });
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 4; ++r) {
+    readers.emplace_back([&, r] {
+      for (int round = 0; round < 300; ++round) {
+        int seen = committed.load();
+        if (seen == 0)
+          continue;
+        int k = (round * 7 + r) % seen;
+        auto v = t.store->get_vim("vim-" + std::to_string(k), true);
+        if (!v.ok() || v.value().access.at("password").as_string() != "pw-" + std::to_string(k))
+          ++errors;
+        if (t.store->get_vim("vim-none", true).ok())  // the same statement, another binding
+          ++errors;
+        auto all = t.store->list_vims();
+        if (!all.ok() || static_cast<int>(all.value().size()) < seen)
+          ++errors;
+      }
+    });
+  }
+  writer.join();
+  for (auto& th : readers)
+    th.join();
+  CHECK(errors == 0);
+  CHECK(committed == kVims);
+}
