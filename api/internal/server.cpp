@@ -486,6 +486,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     res->body() = std::move(r.body);
     res->keep_alive(keep);
     res->prepare_payload();
+    if (method_ == "HEAD") {
+      // The header fields of the answer, never its content (RFC 9110 9.3.2): a body here
+      // would be read as the start of the next answer on the connection.
+      res->body().clear();
+    }
     tcp().expires_after(srv_.opt.request_timeout);
     http::async_write(stream_, *res,
                       [self = this->shared_from_this(), res, keep](beast::error_code ec, size_t) {

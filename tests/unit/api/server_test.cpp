@@ -164,6 +164,46 @@ TEST_CASE("a request not read within the timeout is cut; connections over the ca
   server->stop();
 }
 
+TEST_CASE("an answer to HEAD has no body, so a kept-alive connection stays in step",
+          "[api][server]") {
+  // RFC 9110 9.3.2: the answer to HEAD carries the header fields of GET's, never content. A
+  // 405 to HEAD with its ProblemDetails body made a client read that body as the start of
+  // the next answer on the connection.
+  TempDir t;
+  auto store = engine::open_database((t.dir / "vnflow.db").string());
+  REQUIRE(store.ok());
+  api::ServerOptions o;
+  o.auth = api::AuthMode::kNone;
+  auto server = start_server(*store.value(), o);
+  REQUIRE(server != nullptr);
+  net::io_context io;
+  tcp::socket s(io);
+  s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server->port()));
+  for (const char* target : {"/vnflcm/v1/vnf_instances", "/vnflcm/v1/api_versions"}) {
+    net::write(s, net::buffer("HEAD " + std::string(target) +
+                              " HTTP/1.1\r\nHost: x\r\n\r\nGET /vnflcm/v1/api_versions "
+                              "HTTP/1.1\r\nHost: x\r\n\r\n"));
+    // Both answers: the HEAD's head alone, then the GET's head and body.
+    std::string got;
+    char buf[4096];
+    boost::system::error_code ec;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline &&
+           got.find("apiVersions") == std::string::npos) {
+      size_t n = s.read_some(net::buffer(buf), ec);
+      if (ec)
+        break;
+      got.append(buf, n);
+    }
+    INFO(target << ": " << got);
+    size_t head_end = got.find("\r\n\r\n");
+    REQUIRE(head_end != std::string::npos);
+    // Right after the HEAD's head comes the GET's status line.
+    CHECK(got.compare(head_end + 4, 9, "HTTP/1.1 ") == 0);
+    CHECK(got.find("apiVersions") != std::string::npos);
+  }
+}
+
 TEST_CASE("options are checked before anything listens", "[api][server]") {
   api::ServerOptions o;
   CHECK(api::parse_listen("127.0.0.1:9890", o).ok());
