@@ -165,7 +165,7 @@ struct Engine::Impl {
         dispatcher(io, static_cast<size_t>(std::max(1, opt.workers)), opt.metrics, opt.clock,
                    stopping, hard_stop,
                    [this](std::vector<Dispatcher::Result>& got) { take_results(got); }),
-        lease(store, opt.owner, opt.lease_ttl) {
+        lease(store, opt.owner, opt.lease_ttl, opt.poll) {
     private_files = store.private_files();
     add_vim_actions(registry, &store);
     if (opt.metrics != nullptr)
@@ -811,6 +811,7 @@ struct Engine::Impl {
     poll_timer.async_wait([this](const boost::system::error_code& ec) {
       if (ec)
         return;
+      lease.beat();  // the engine thread runs (LeaseKeeper::beat)
       if (!stopping)
         poll(false);
       if (stopping)

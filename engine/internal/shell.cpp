@@ -142,17 +142,43 @@ void LeaseKeeper::release() {
   held_ = false;
 }
 
+void LeaseKeeper::beat() {
+  beat_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                 std::memory_order_relaxed);
+}
+
 void LeaseKeeper::start_renewer(std::function<void(std::string)> lost) {
   stop_renewer();
   stop_ = false;
+  beat();
   renewer_ = std::thread([this, l = lease_, lost = std::move(lost)] {
     // Every third of the TTL; after a failed renewal (a timeout, a lost connection) again
     // after a tenth, so that one slow renewal does not let a live daemon's lease run out.
     auto every = std::chrono::milliseconds(std::max<int64_t>(l.ttl_ms / 3, 100));
     auto soon = std::chrono::milliseconds(std::max<int64_t>(l.ttl_ms / 10, 50));
+    // No progress for this long: not renewed. A stall shorter than about the TTL and a half
+    // keeps the lease (the last renewal before the stall was seen still runs its course).
+    auto stall = std::max(std::chrono::milliseconds(l.ttl_ms / 2), 3 * beat_every_);
     auto next = every;
+    bool stalled = false;
     std::unique_lock<std::mutex> lk(mu_);
     while (!cv_.wait_for(lk, next, [this] { return stop_; })) {
+      auto since = std::chrono::steady_clock::now() -
+                   std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(
+                       beat_ns_.load(std::memory_order_relaxed)));
+      if (since > stall) {
+        if (!stalled)
+          spdlog::error(
+              "the engine has made no progress for {} ms: the lease is not renewed, so that "
+              "another daemon may take over its operations when it runs out",
+              std::chrono::duration_cast<std::chrono::milliseconds>(since).count());
+        stalled = true;
+        next = soon;
+        continue;
+      }
+      if (stalled)
+        spdlog::warn("the engine makes progress again; renewing the lease");
+      stalled = false;
       lk.unlock();
       base::Status st = store_.renew(l);
       lk.lock();

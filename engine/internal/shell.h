@@ -82,8 +82,10 @@ class Dispatcher {
 // back on a clean stop. A private store's lease has no TTL: nothing to renew.
 class LeaseKeeper {
  public:
-  LeaseKeeper(Store& store, std::string owner, std::chrono::milliseconds ttl)
-      : store_(store), owner_(std::move(owner)), ttl_(ttl) {}
+  // `beat_every`: how often a healthy engine thread calls beat() (its poll interval).
+  LeaseKeeper(Store& store, std::string owner, std::chrono::milliseconds ttl,
+              std::chrono::milliseconds beat_every = std::chrono::milliseconds(50))
+      : store_(store), owner_(std::move(owner)), ttl_(ttl), beat_every_(beat_every) {}
   ~LeaseKeeper() { stop_renewer(); }
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
@@ -100,6 +102,12 @@ class LeaseKeeper {
   // The lease was lost: acquire() registers anew.
   void forget() { held_ = false; }
   bool held() const { return held_; }
+  // The engine thread's sign of progress (each run of its poll timer). The renewal runs on
+  // a thread and a connection of its own, so a live lease would otherwise prove only that
+  // the renewer runs: while no beat came for half the TTL (and three beats' time), the lease
+  // is not renewed, and a daemon whose engine thread is wedged lets its operations go to
+  // another daemon when the lease runs out (docs/persistence.md).
+  void beat();
   bool shared() const { return lease_.ttl_ms > 0; }
   const Store::Lease& lease() const { return lease_; }
 
@@ -110,6 +118,8 @@ class LeaseKeeper {
   Store& store_;
   std::string owner_;
   std::chrono::milliseconds ttl_;
+  std::chrono::milliseconds beat_every_;
+  std::atomic<int64_t> beat_ns_{0};  // steady clock, at the last beat()
   Store::Lease lease_;
   bool held_ = false;
   std::thread renewer_;

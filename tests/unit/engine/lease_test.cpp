@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/internal/shell.h"
 
 #include "tests/unit/engine/store_param.h"
 
@@ -364,4 +365,52 @@ TEST_CASE("leases: a renewal does not wait behind a commit stuck on a lock") {
   commit.join();
   CHECK(committed);
   PQfinish(other);
+}
+
+TEST_CASE("leases: a daemon whose engine makes no progress lets its lease run out") {
+  // The renewal has a thread and a connection of its own; without a sign of progress from
+  // the engine thread it would keep a wedged daemon's operations for ever.
+  if (!vnflow_test::on_postgres()) {
+    WARN("skipped on SQLite: one daemon, no lease to renew");
+    return;
+  }
+  TwoDaemons t(1);
+  engine::LeaseKeeper keeper(*t.a, "alpha", std::chrono::milliseconds(1000),
+                             std::chrono::milliseconds(50));
+  std::atomic<bool> give_up{false};
+  REQUIRE(keeper.acquire(give_up, [](const std::string&) {}).ok());
+  auto mine = t.a->claim(keeper.lease(), true, 10);
+  REQUIRE(mine.ok());
+  REQUIRE(mine.value().size() == 1);
+  auto lb = t.b->register_daemon("beta", 60000);  // beta stays alive without a renewer
+  REQUIRE(lb.ok());
+
+  // Beating: the lease is renewed well past its TTL; beta gets nothing.
+  std::atomic<bool> beating{true};
+  std::thread engine_thread([&] {
+    while (beating) {
+      keeper.beat();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  auto none = t.b->claim(lb.value(), false, 10);
+  REQUIRE(none.ok());
+  CHECK(none.value().empty());
+
+  // Wedged (no beat): not renewed; within the TTL and a half (and the renewer's period) the
+  // lease has run out and beta takes the operation.
+  beating = false;
+  engine_thread.join();
+  std::vector<engine::OpRecord> taken;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  while (taken.empty() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto got = t.b->claim(lb.value(), false, 10);
+    REQUIRE(got.ok());
+    taken = got.value();
+  }
+  REQUIRE(taken.size() == 1);
+  CHECK(taken[0].id == mine.value()[0].id);
+  keeper.stop();
 }
