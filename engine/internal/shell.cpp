@@ -150,7 +150,6 @@ void LeaseKeeper::beat() {
 void LeaseKeeper::start_renewer(std::function<void(std::string)> lost) {
   stop_renewer();
   stop_ = false;
-  beat();
   renewer_ = std::thread([this, l = lease_, lost = std::move(lost)] {
     // Every third of the TTL; after a failed renewal (a timeout, a lost connection) again
     // after a tenth, so that one slow renewal does not let a live daemon's lease run out.
@@ -163,10 +162,12 @@ void LeaseKeeper::start_renewer(std::function<void(std::string)> lost) {
     bool stalled = false;
     std::unique_lock<std::mutex> lk(mu_);
     while (!cv_.wait_for(lk, next, [this] { return stop_; })) {
+      // Until the engine's first beat (a started daemon whose engine does not run yet)
+      // there is no progress to judge: the lease is renewed.
+      int64_t beat = beat_ns_.load(std::memory_order_relaxed);
       auto since = std::chrono::steady_clock::now() -
-                   std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(
-                       beat_ns_.load(std::memory_order_relaxed)));
-      if (since > stall) {
+                   std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(beat));
+      if (beat != 0 && since > stall) {
         if (!stalled)
           spdlog::error(
               "the engine has made no progress for {} ms: the lease is not renewed, so that "

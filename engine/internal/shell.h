@@ -106,7 +106,8 @@ class LeaseKeeper {
   // a thread and a connection of its own, so a live lease would otherwise prove only that
   // the renewer runs: while no beat came for half the TTL (and three beats' time), the lease
   // is not renewed, and a daemon whose engine thread is wedged lets its operations go to
-  // another daemon when the lease runs out (docs/persistence.md).
+  // another daemon when the lease runs out (docs/persistence.md). Before the first beat
+  // (started, not yet running) the lease is renewed.
   void beat();
   bool shared() const { return lease_.ttl_ms > 0; }
   const Store::Lease& lease() const { return lease_; }
