@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace actions {
 
 // Bumped with every change of the format: a daemon and a supervisor of different builds
@@ -35,6 +37,22 @@ struct HookPlan {
   int daemon_pid = 0;
   bool has_lock = false;  // fd 4 is the hook lock
 };
+
+// Writes all of `data` to `fd` (again after EINTR and short writes); false when it cannot.
+// The daemon writes the plan with it, the supervisor its reports.
+inline bool write_fully(int fd, const void* data, size_t n) {
+  const char* c = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, c, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return false;
+    c += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
 
 namespace hook_plan_detail {
 inline void put(std::string& out, const std::string& s) {

@@ -45,21 +45,6 @@ namespace {
 
 constexpr int kHookNice = 10;
 
-// The uid/gid map lines for a user namespace that maps our ids onto themselves.
-struct IdMaps {
-  std::string uid_map, gid_map;
-};
-
-const IdMaps& id_maps() {
-  static const IdMaps m = [] {
-    IdMaps r;
-    r.uid_map = std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1\n";
-    r.gid_map = std::to_string(::getegid()) + " " + std::to_string(::getegid()) + " 1\n";
-    return r;
-  }();
-  return m;
-}
-
 // The plan, ready for execve.
 struct Exec {
   actions::HookPlan plan;
@@ -76,15 +61,18 @@ bool write_file(const char* path, const char* data, size_t n) {
 }
 
 // Enters a new mount namespace (and a user namespace when not root) whose mounts do not
-// propagate back. Async-signal-safe.
+// propagate back.
 bool enter_namespaces(Sandbox mode) {
-  const IdMaps& maps = id_maps();
   if (mode == Sandbox::kUserNs) {
+    // The maps name our ids onto themselves, read before unshare: inside the new user
+    // namespace they read as the overflow id until the maps are written.
+    std::string uid_map = std::to_string(::geteuid()) + " " + std::to_string(::geteuid()) + " 1\n";
+    std::string gid_map = std::to_string(::getegid()) + " " + std::to_string(::getegid()) + " 1\n";
     if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
       return false;
     if (!write_file("/proc/self/setgroups", "deny", 4) ||
-        !write_file("/proc/self/uid_map", maps.uid_map.data(), maps.uid_map.size()) ||
-        !write_file("/proc/self/gid_map", maps.gid_map.data(), maps.gid_map.size()))
+        !write_file("/proc/self/uid_map", uid_map.data(), uid_map.size()) ||
+        !write_file("/proc/self/gid_map", gid_map.data(), gid_map.size()))
       return false;
   } else if (::unshare(CLONE_NEWNS) != 0) {
     return false;
@@ -92,21 +80,8 @@ bool enter_namespaces(Sandbox mode) {
   return ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0;
 }
 
-void write_all(int fd, const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t w = ::write(fd, c, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return;
-    c += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
 void say(const char* msg) {
-  write_all(2, msg, std::strlen(msg));
+  actions::write_fully(2, msg, std::strlen(msg));
 }
 
 // Kills every descendant of the calling process (a subreaper) and reaps them.
@@ -224,14 +199,14 @@ void kill_tree(pid_t group) {
   pid_t hook = ::fork();
   if (hook < 0) {
     int32_t report[2] = {0, 127 << 8};
-    write_all(3, report, sizeof report);
+    actions::write_fully(3, report, sizeof report);
     ::_exit(0);
   }
   if (hook == 0)
     run_hook(p);
   ::setpgid(hook, hook);  // also done by the hook; whichever comes first
   int32_t hook_pid = hook;
-  write_all(3, &hook_pid, sizeof hook_pid);
+  actions::write_fully(3, &hook_pid, sizeof hook_pid);
   // The supervisor keeps no end of the hook's pipes: EOF comes when the tree is gone.
   int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   for (int fd = 0; fd < 3; ++fd)
@@ -250,7 +225,7 @@ void kill_tree(pid_t group) {
     while ((r = ::waitpid(-1, &st, WNOHANG)) > 0) {
       if (r == hook) {
         int32_t status = st;
-        write_all(3, &status, sizeof status);
+        actions::write_fully(3, &status, sizeof status);
         kill_tree(hook);
         ::_exit(0);
       }
@@ -317,7 +292,5 @@ int main(int argc, char** argv) {
   for (auto& s : e.plan.env)
     e.envp.push_back(s.data());
   e.envp.push_back(nullptr);
-  if (e.plan.sandbox == Sandbox::kUserNs)
-    id_maps();  // computed before the fork
   supervise(e);
 }

@@ -115,27 +115,33 @@ const std::string& helper_path() {
   return path;
 }
 
-// posix_spawn's attributes for a supervisor: every signal at its default and none blocked
-// (the calling worker blocks SIGPIPE; the daemon ignores it).
-struct SpawnAttr {
-  posix_spawnattr_t a;
-  SpawnAttr() {
-    posix_spawnattr_init(&a);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&a, &none);
-    posix_spawnattr_setsigdefault(&a, &all);
-    posix_spawnattr_setflags(&a, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  }
-  ~SpawnAttr() { posix_spawnattr_destroy(&a); }
-};
-
 struct FileActions {
   posix_spawn_file_actions_t f;
   FileActions() { posix_spawn_file_actions_init(&f); }
   ~FileActions() { posix_spawn_file_actions_destroy(&f); }
 };
+
+// Starts vnflow-hook with `args` after its name, its fds as `fa` arranges them, an empty
+// environment, every signal at its default and none blocked (the calling worker blocks
+// SIGPIPE; the daemon ignores it). 0, or posix_spawn's error number.
+int spawn_helper(pid_t& pid, const FileActions& fa, std::vector<const char*> args) {
+  std::vector<char*> argv{const_cast<char*>("vnflow-hook")};
+  for (const char* a : args)
+    argv.push_back(const_cast<char*>(a));
+  argv.push_back(nullptr);
+  char* envp[] = {nullptr};
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  int e = ::posix_spawn(&pid, helper_path().c_str(), &fa.f, &attr, argv.data(), envp);
+  posix_spawnattr_destroy(&attr);
+  return e;
+}
 
 // Waits for a child of ours to end, at most `wait`; false if it did not.
 bool wait_child(pid_t pid, int pidfd, std::chrono::milliseconds wait, int& status) {
@@ -181,16 +187,12 @@ Sandbox sandbox_mode() {
     return pr.mode;
   Sandbox mode = ::geteuid() == 0 ? Sandbox::kMountNs : Sandbox::kUserNs;
   std::string arg = std::to_string(static_cast<int>(mode));
-  char* argv[] = {const_cast<char*>("vnflow-hook"), const_cast<char*>("--probe"), arg.data(),
-                  nullptr};
-  char* envp[] = {nullptr};
   FileActions fa;
   for (int fd = 0; fd < 3; ++fd)
     posix_spawn_file_actions_addopen(&fa.f, fd, "/dev/null", O_RDWR, 0);
   posix_spawn_file_actions_addclosefrom_np(&fa.f, 3);
-  SpawnAttr attr;
   pid_t pid = 0;
-  if (int e = ::posix_spawn(&pid, helper_path().c_str(), &fa.f, &attr.a, argv, envp); e != 0) {
+  if (int e = spawn_helper(pid, fa, {"--probe", arg.c_str()}); e != 0) {
     pr.error = "cannot start the hook supervisor " + helper_path() + ": " + std::strerror(e);
     return Sandbox::kNone;
   }
@@ -236,19 +238,6 @@ void read_some(int& fd, Capture& cap) {
     ::close(fd);
     fd = -1;
   }
-}
-
-bool write_fully(int fd, const std::string& data) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t w = ::write(fd, data.data() + off, data.size() - off);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return false;
-    off += static_cast<size_t>(w);
-  }
-  return true;
 }
 
 class LocalExec : public Action {
@@ -346,7 +335,7 @@ class LocalExec : public Action {
     // The plan goes to the supervisor in a memfd (hook_plan.h says why not on its command
     // line).
     int plan_fd = ::memfd_create("vnflow-hook-plan", MFD_CLOEXEC);
-    if (plan_fd < 0 || !write_fully(plan_fd, wire)) {
+    if (plan_fd < 0 || !write_fully(plan_fd, wire.data(), wire.size())) {
       int e = errno;
       if (plan_fd >= 0)
         ::close(plan_fd);
@@ -388,10 +377,7 @@ class LocalExec : public Action {
         posix_spawn_file_actions_adddup2(&fa.f, hi_lock, 4);
       posix_spawn_file_actions_adddup2(&fa.f, hi_plan, 5);
       posix_spawn_file_actions_addclosefrom_np(&fa.f, 6);
-      SpawnAttr attr;
-      char* argv[] = {const_cast<char*>("vnflow-hook"), nullptr};
-      char* envp[] = {nullptr};
-      spawn_err = ::posix_spawn(&sup, helper_path().c_str(), &fa.f, &attr.a, argv, envp);
+      spawn_err = spawn_helper(sup, fa, {});
       if (spawn_err != 0)
         sup = -1;
     }
