@@ -30,9 +30,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <boost/json/value.hpp>
@@ -236,6 +238,11 @@ struct OpFilter {
 class Store {
  public:
   virtual ~Store() = default;
+
+  // True when a read of one record by its key (get_instance, get_op, get_package, ...) is
+  // answered from this machine's disk and waits on no writer and no network: SQLite in WAL
+  // mode. The REST API then answers such reads on its I/O threads, without a hand-off.
+  virtual bool local_point_reads() const { return false; }
 
   // Applies `batches` in ONE transaction: all or nothing.
   virtual base::Status apply(const std::vector<const Batch*>& batches) = 0;
@@ -533,6 +540,23 @@ base::Status delete_package(Store& store, std::string_view id);
 // The package a new instance of VNFD `vnfd_id` comes from: the newest ONBOARDED and
 // ENABLED one (kNotFound when there is none).
 base::Result<PackageRecord> package_for_vnfd(Store& store, std::string_view vnfd_id);
+// The VNFD identity of packages (id, vnfd_id, provider, product, version, vnfd_version; the
+// other fields empty), kept in memory once a package is ONBOARDED: from then on no request
+// changes it (modify_package changes the operational state and user data only, and a
+// package id is never reused), so it is read from the store once, not for every view of an
+// instance. Thread-safe; at most `capacity` packages (then it starts over).
+class PackageIdentities {
+ public:
+  explicit PackageIdentities(size_t capacity = 4096) : capacity_(capacity) {}
+  // The store's error (kNotFound ...) when the package cannot be read.
+  base::Result<PackageRecord> get(Store& store, const std::string& id);
+
+ private:
+  size_t capacity_;
+  std::mutex mu_;
+  std::unordered_map<std::string, PackageRecord> known_;
+};
+
 // An ONBOARDED package loaded from the store, to read its files (VNFD, artifacts):
 // kFailedPrecondition while it is not ONBOARDED.
 base::Result<std::shared_ptr<const tosca::Package>> open_package(Store& store, std::string_view id);

@@ -407,7 +407,7 @@ HttpResponse instances(const Ctx& c) {
       auto i = c.store.get_instance(id);
       if (!i.ok())
         return from_status(i.status());
-      auto p = c.store.get_package(i.value().package_id);
+      auto p = c.packages.get(c.store, i.value().package_id);
       return json_response(
           200, instance_doc(c, i.value(), p.ok() ? p.value() : engine::PackageRecord{}));
     }
@@ -707,7 +707,7 @@ HttpResponse Router::handle(const HttpRequest& req) {
   if (!split_api_path(t.path, prefix, segs))
     return not_found(t);
   t.segs.assign(segs.begin(), segs.end());
-  Ctx c{store_, page_size_, on_queued_, req, t, prefix, *checks_, *notify_};
+  Ctx c{store_, page_size_, on_queued_, req, t, prefix, *checks_, *notify_, packages_};
   HttpResponse r = prefix == kPkgm ? packages(c) : lcm(c);
   if (prefix != kPkgm)
     r.headers.emplace_back("Version", std::string(prefix == kLcm2 ? kLcm2Version : kLcmVersion));

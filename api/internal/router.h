@@ -52,6 +52,7 @@ struct Ctx {
   std::string_view prefix;                    // /vnflcm/v1 or /vnfpkgm/v1
   const engine::PackageCheckOptions& checks;  // for uploaded packages
   const engine::NotifyOptions& notify;        // for new subscriptions (the callback test)
+  engine::PackageIdentities& packages;        // the VNFD identity an instance's view shows
 
   std::string url(std::string_view rest) const {
     return req.base_url + std::string(prefix) + std::string(rest);
@@ -97,6 +98,7 @@ class Router {
   std::function<void()> on_queued_;
   std::shared_ptr<const engine::PackageCheckOptions> checks_;
   std::shared_ptr<const engine::NotifyOptions> notify_;
+  engine::PackageIdentities packages_;
 };
 
 }  // namespace api::internal

@@ -335,4 +335,32 @@ std::vector<std::string> vnfd_files(const tosca::Package& pkg) {
   return out;
 }
 
+base::Result<PackageRecord> PackageIdentities::get(Store& store, const std::string& id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = known_.find(id); it != known_.end())
+      return it->second;
+  }
+  auto p = store.get_package(id);
+  if (!p.ok())
+    return p.status();
+  PackageRecord ident;
+  ident.id = p.value().id;
+  ident.vnfd_id = p.value().vnfd_id;
+  ident.provider = p.value().provider;
+  ident.product = p.value().product;
+  ident.version = p.value().version;
+  ident.vnfd_version = p.value().vnfd_version;
+  ident.onboarding_state = p.value().onboarding_state;
+  ident.operational_state.clear();
+  ident.user_data.clear();
+  if (p.value().onboarding_state == "ONBOARDED" && p.value().id == id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (known_.size() >= capacity_)
+      known_.clear();
+    known_.emplace(id, ident);
+  }
+  return ident;
+}
+
 }  // namespace engine

@@ -234,6 +234,15 @@ InstanceRecord read_instance(SQLite::Statement& st) {
 
 }  // namespace
 
+// `path`, once SQLite is set up for this process: without its memory statistics, which
+// take one process-wide mutex at every allocation of every connection (the API's readers
+// queued on it). Only before SQLite's first use: later the call changes nothing.
+const std::string& configured(const std::string& path) {
+  static std::once_flag once;
+  std::call_once(once, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
+  return path;
+}
+
 std::string text(SQLite::Statement& st, int i) {
   auto c = st.getColumn(i);
   return c.isNull() ? std::string() : c.getString();
@@ -243,7 +252,8 @@ std::string text(SQLite::Statement& st, int i) {
 // alias (a symbolic or hard link) never gets a key of its own.
 SqliteStore::SqliteStore(const std::string& path)
     : sealer_(path + ".key"),
-      w_(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX, 10000),
+      w_(configured(path), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX,
+         10000),
       readers_(path, kReaders),
       checkpointer_(path) {}
 

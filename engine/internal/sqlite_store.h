@@ -132,12 +132,13 @@ class StatementCache {
 
 // The read connections: API requests and the executor read at once, each on a connection
 // of its own (one shared connection made every GET wait for the one before it). A read takes
-// a free connection, else waits for one in turn. Each keeps its prepared statements.
+// a free connection, else waits for one in turn; one thread at a time uses a connection (its
+// mutex), so SQLite takes no mutex of its own on it. Each keeps its prepared statements.
 class ReaderPool {
  public:
   struct Reader {
     explicit Reader(const std::string& path)
-        : db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_FULLMUTEX, 10000), q(db) {}
+        : db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_NOMUTEX, 10000), q(db) {}
     std::mutex mu;
     SQLite::Database db;
     StatementCache q;
@@ -179,6 +180,8 @@ class ReaderPool {
   std::atomic<size_t> next_{0};
 };
 
+// `path`, once SQLite is set up for this process (sqlite_store.cpp).
+const std::string& configured(const std::string& path);
 // A column's text; empty when NULL.
 std::string text(SQLite::Statement& st, int i);
 
@@ -187,6 +190,8 @@ class SqliteStore : public Store {
   explicit SqliteStore(const std::string& path);
   ~SqliteStore() override;
   base::Status init();
+  // WAL: readers never wait on the writer (docs/persistence.md).
+  bool local_point_reads() const override { return true; }
 
   // sqlite_store.cpp
   base::Result<PackageRecord> put_package(const PackageRecord& rec,

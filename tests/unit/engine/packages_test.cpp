@@ -206,6 +206,36 @@ TEST_CASE(
   CHECK(o.failure.find(p.id) != std::string::npos);
 }
 
+TEST_CASE("PackageIdentities: an instance view's package identity, never from before onboarding") {
+  Db db;
+  engine::PackageIdentities ids;
+  auto p = created(*db.store);
+  // Asked while CREATED: empty fields, and not kept (the upload fills them).
+  auto before = ids.get(*db.store, p.id);
+  REQUIRE(before.ok());
+  CHECK(before.value().vnfd_id.empty());
+  base::Diagnostics diags;
+  REQUIRE(engine::upload_package(*db.store, p.id, demo_zip(), diags).ok());
+  auto after = ids.get(*db.store, p.id);
+  REQUIRE(after.ok());
+  CHECK(after.value().vnfd_id == "3b0c9f1e-5a2d-4e8f-9c6b-7d1e2f3a4b5c");
+  CHECK(after.value().vnfd_version == "1.0");
+  CHECK(after.value().id == p.id);
+  // Mutable fields are not part of it: a view never shows a stale operational state.
+  CHECK(after.value().operational_state.empty());
+  CHECK(after.value().user_data.empty());
+  // Once ONBOARDED it is answered from memory: a package deleted later (no instance
+  // refers to it any more) is no longer read.
+  REQUIRE(
+      engine::modify_package(*db.store, p.id, json::object{{"operationalState", "DISABLED"}}).ok());
+  REQUIRE(engine::delete_package(*db.store, p.id).ok());
+  auto kept = ids.get(*db.store, p.id);
+  REQUIRE(kept.ok());
+  CHECK(kept.value().vnfd_id == "3b0c9f1e-5a2d-4e8f-9c6b-7d1e2f3a4b5c");
+  // An unknown package: the store's error.
+  CHECK(ids.get(*db.store, "no-such-package").status().code() == base::StatusCode::kNotFound);
+}
+
 TEST_CASE("modify_package: operational state and merged user data of ONBOARDED packages only") {
   Db db;
   auto p = created(*db.store, json::object{{"a", 1}, {"b", 2}});
