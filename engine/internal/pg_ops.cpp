@@ -672,10 +672,22 @@ base::Result<std::vector<OpRecord>> PgStore::claim(const Lease& lease, bool firs
       " AND EXISTS (SELECT 1 FROM daemons d WHERE d.name = $1 AND d.incarnation = $3"
       " AND d.lease_until_ms >= " +
       kDbNow + ") RETURNING " + qualified("ops.", kOpColumns);
-  std::lock_guard lock(wmu_);
+  std::lock_guard lock(claim_mu_);
+  if (!claim_conn_) {
+    claim_conn_ = std::make_unique<PgConn>(url_, display_);
+    int64_t limit_ms = std::max<int64_t>(lease.ttl_ms / 3, 1000);
+    // The database's lock too, as the writer's session: no claim while a key rotation
+    // re-seals the operations it would return.
+    claim_conn_->on_connect = [this, limit_ms](PgConn& c) {
+      if (lock_ != DbLock::kNone)
+        take_lock(c);
+      c.exec(("SET statement_timeout = " + std::to_string(limit_ms)).c_str());
+    };
+  }
+  PgConn& conn = *claim_conn_;
   std::vector<OpRecord> out;
-  base::Status s = guard(w_, [&] {
-    auto q = w_.run(sql, {lease.name, static_cast<int64_t>(limit), lease.incarnation});
+  base::Status s = guard(conn, [&] {
+    auto q = conn.run(sql, {lease.name, static_cast<int64_t>(limit), lease.incarnation});
     for (int i = 0; i < q.rows(); ++i)
       out.push_back(sealer_.opened(read_op(q, i)));
     return base::Status::Ok();

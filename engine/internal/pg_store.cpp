@@ -350,22 +350,25 @@ PgStore::PgStore(const std::string& url, const std::string& key_path, DbLock loc
     // Daemons share it; a key rotation takes it alone.
     // The server ends a closed session a moment after its client has gone, so the lock of
     // a process that just stopped (a restart) may still be held: asked again for up to 2 s.
-    bool alone = lock == DbLock::kAlone;
-    w_.on_connect = [this, alone](PgConn& c) {
-      for (int attempt = 0;; ++attempt) {
-        auto q = c.run(alone ? "SELECT pg_try_advisory_lock($1::int, hashtext(current_schema()))"
-                             : "SELECT pg_try_advisory_lock_shared($1::int,"
-                               " hashtext(current_schema()))",
-                       {kDaemonLock});
-        if (q.text(0, 0) == "t")
-          return;
-        if (attempt == 20)
-          throw PgError(alone ? "a daemon is running on " + display_
-                              : "the key of " + display_ + " is being rotated",
-                        kRefused, false);
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    };
+    lock_ = lock;
+    w_.on_connect = [this](PgConn& c) { take_lock(c); };
+  }
+}
+
+void PgStore::take_lock(PgConn& c) {
+  bool alone = lock_ == DbLock::kAlone;
+  for (int attempt = 0;; ++attempt) {
+    auto q = c.run(alone ? "SELECT pg_try_advisory_lock($1::int, hashtext(current_schema()))"
+                         : "SELECT pg_try_advisory_lock_shared($1::int,"
+                           " hashtext(current_schema()))",
+                   {kDaemonLock});
+    if (q.text(0, 0) == "t")
+      return;
+    if (attempt == 20)
+      throw PgError(alone ? "a daemon is running on " + display_
+                          : "the key of " + display_ + " is being rotated",
+                    kRefused, false);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 

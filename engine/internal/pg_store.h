@@ -242,6 +242,9 @@ class PgStore : public Store {
 
   // pg_store.cpp
   base::Status init_schema();
+  // Takes the database's lock (lock_: shared for a daemon, alone for a key rotation) in
+  // `c`'s session, asking for up to 2 s; throws PgError (kRefused) when it is not given.
+  void take_lock(PgConn& c);
   base::Status settle_key();
   bool has_sealed_data();
   // pg_ops.cpp
@@ -252,7 +255,8 @@ class PgStore : public Store {
   std::string display_;  // the URL without its password
   std::string daemon_;   // the registered daemon's name (events.owner), under wmu_
   Sealer sealer_;
-  base::FairMutex wmu_;  // writers in turn: a commit never starves an API request
+  DbLock lock_ = DbLock::kNone;  // what the writer's (and the claims') session holds
+  base::FairMutex wmu_;          // writers in turn: a commit never starves an API request
   std::mutex rmu_;
   PgConn w_, r_;
   std::string url_;
@@ -266,6 +270,11 @@ class PgStore : public Store {
   // (statement_timeout), so that a retry still fits in the lease.
   std::mutex lease_mu_;
   std::unique_ptr<PgConn> lease_conn_;
+  // Claims' own connection (made at the first claim): a poll for new work never waits
+  // behind a group commit in flight on w_ (its SKIP LOCKED passes the rows that group
+  // holds), and gives up after a third of the lease's TTL (statement_timeout).
+  std::mutex claim_mu_;
+  std::unique_ptr<PgConn> claim_conn_;
 };
 
 }  // namespace engine::internal

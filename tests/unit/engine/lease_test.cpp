@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,6 +74,55 @@ struct TwoDaemons {
     REQUIRE(s.ok());
     return std::move(s).value();
   }
+};
+
+// Daemon alpha (TTL 3 s) on `t`, holding the oldest queued operation, whose next commit is
+// stuck: another session holds what `lock_sql` locks, so the commit waits, holding the
+// store's writer connection (and its turn), until release().
+struct StuckCommit {
+  TwoDaemons& t;
+  engine::Store::Lease lease;
+  engine::OpRecord op;
+  PGconn* other = nullptr;
+  std::atomic<bool> committed{false};
+  std::thread commit;
+  StuckCommit(TwoDaemons& d, const std::string& lock_sql) : t(d) {
+    auto la = t.a->register_daemon("alpha", 3000);
+    REQUIRE(la.ok());
+    lease = la.value();
+    auto got = t.a->claim(lease, true, 1);
+    REQUIRE(got.ok());
+    REQUIRE(got.value().size() == 1);
+    op = got.value()[0];
+    other = PQconnectdb(t.db.target.c_str());
+    REQUIRE(PQstatus(other) == CONNECTION_OK);
+    PQclear(PQexec(other, "BEGIN"));
+    std::string sql = lock_sql;
+    if (auto at = sql.find("$op"); at != std::string::npos)
+      sql.replace(at, 3, "'" + op.id + "'");
+    PGresult* locked = PQexec(other, sql.c_str());
+    bool ok =
+        PQresultStatus(locked) == PGRES_COMMAND_OK || PQresultStatus(locked) == PGRES_TUPLES_OK;
+    PQclear(locked);
+    REQUIRE(ok);
+    commit = std::thread([this] {
+      engine::Batch b = step(op, 1, op.epoch);
+      CHECK(apply_one(*t.a, b).ok());
+      committed = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    REQUIRE_FALSE(committed);
+  }
+  void release() {
+    if (other == nullptr)
+      return;
+    PQclear(PQexec(other, "ROLLBACK"));
+    commit.join();
+    CHECK(committed);
+    PQfinish(other);
+    other = nullptr;
+  }
+  ~StuckCommit() { release(); }
 };
 
 }  // namespace
@@ -326,45 +376,39 @@ TEST_CASE("leases: a renewal does not wait behind a commit stuck on a lock") {
     return;
   }
   TwoDaemons t(1);
-  auto& a = t.a;
-  auto la = a->register_daemon("alpha", 3000);
-  REQUIRE(la.ok());
-  auto got = a->claim(la.value(), true, 10);
-  REQUIRE(got.ok());
-  REQUIRE(got.value().size() == 1);
-  const engine::OpRecord op = got.value()[0];
-
-  // Another session holds the operations table: alpha's next commit waits for it, holding
-  // the store's writer connection (and its turn) all that time.
-  PGconn* other = PQconnectdb(t.db.target.c_str());
-  REQUIRE(PQstatus(other) == CONNECTION_OK);
-  PQclear(PQexec(other, "BEGIN"));
-  PGresult* locked = PQexec(other, "LOCK TABLE ops IN ACCESS EXCLUSIVE MODE");
-  REQUIRE(PQresultStatus(locked) == PGRES_COMMAND_OK);
-  PQclear(locked);
-
-  std::atomic<bool> committed{false};
-  std::thread commit([&] {
-    engine::Batch b = step(op, 1, op.epoch);
-    CHECK(apply_one(*a, b).ok());
-    committed = true;
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  REQUIRE_FALSE(committed);
+  // Another session holds the operations table.
+  StuckCommit stuck(t, "LOCK TABLE ops IN ACCESS EXCLUSIVE MODE");
 
   // The lease is renewed meanwhile, at once: a renewal queued behind that commit would let
   // the lease run out while the daemon is alive (and its operations go to another daemon).
   auto t0 = std::chrono::steady_clock::now();
-  base::Status renewed = a->renew(la.value());
+  base::Status renewed = t.a->renew(stuck.lease);
   auto took = std::chrono::steady_clock::now() - t0;
   CHECK(renewed.ok());
   CHECK(took < std::chrono::milliseconds(1000));
-  CHECK_FALSE(committed);
+  CHECK_FALSE(stuck.committed);
+  stuck.release();
+}
 
-  PQclear(PQexec(other, "ROLLBACK"));
-  commit.join();
-  CHECK(committed);
-  PQfinish(other);
+TEST_CASE("leases: a claim does not wait behind a commit stuck on a row lock") {
+  if (!vnflow_test::on_postgres()) {
+    WARN("skipped on SQLite: one daemon claims nothing");
+    return;
+  }
+  TwoDaemons t(2);
+  // Another session holds the claimed operation's row.
+  StuckCommit stuck(t, "SELECT id FROM ops WHERE id = $op FOR UPDATE");
+
+  // The engine's next poll takes the other queued operation at once: a claim queued behind
+  // that commit would stall the daemon's intake for as long as the lock is held.
+  auto claim = std::async(std::launch::async, [&] { return t.a->claim(stuck.lease, false, 10); });
+  bool answered = claim.wait_for(std::chrono::seconds(1)) == std::future_status::ready;
+  CHECK(answered);
+  stuck.release();
+  auto second = claim.get();
+  REQUIRE(second.ok());
+  REQUIRE(second.value().size() == 1);
+  CHECK(second.value()[0].id != stuck.op.id);
 }
 
 TEST_CASE("leases: a daemon whose engine makes no progress lets its lease run out") {
