@@ -106,7 +106,7 @@ EOF
       username: ${request.additionalParams.ssh_username}
       private_key: ${request.additionalParams.ssh_private_key}
       source: Files/payload.bin
-      path: bench/payload.bin
+      path: /home/vnfuser/bench/payload.bin
     timeout: 60s
     next: done
   done:

@@ -239,11 +239,6 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // True when a read of one record by its key (get_instance, get_op, get_package, ...) is
-  // answered from this machine's disk and waits on no writer and no network: SQLite in WAL
-  // mode. The REST API then answers such reads on its I/O threads, without a hand-off.
-  virtual bool local_point_reads() const { return false; }
-
   // Applies `batches` in ONE transaction: all or nothing.
   virtual base::Status apply(const std::vector<const Batch*>& batches) = 0;
 

@@ -416,16 +416,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     }
     if (host_ok)
       in.base_url = srv_.scheme + "://" + std::string(host);
-    // The API's versions need no store: answered here; so is a read of one record by its
-    // key when the store answers it from local disk without waiting on a writer
-    // (Store::local_point_reads: SQLite), a hand-off to a handler thread and back costing
-    // more than the read. The rest on the handler threads (/metrics too: the daemon's
-    // collector counts operations in the store; lists, which can be long), the session
+    // The API's versions need no store: answered here. The rest on the handler threads
+    // (/metrics too: the daemon's collector counts operations in the store), the session
     // waiting with its timer stopped: the store's own timeouts bound the wait. By the route
     // pattern, not the path: .../vnf_instances/api_versions is an instance's id.
-    bool point_read = (method_ == "GET" || method_ == "HEAD") && route_.ends_with("/{id}") &&
-                      srv_.store.local_point_reads();
-    bool inline_answer = route_.ends_with("/api_versions") || point_read;
+    bool inline_answer = route_.ends_with("/api_versions");
     if (inline_answer || !srv_.handler_pool)
       return send(answer(in), keep);
     tcp().expires_never();

@@ -675,11 +675,11 @@ base::Result<std::vector<OpRecord>> PgStore::claim(const Lease& lease, bool firs
   std::lock_guard lock(claim_mu_);
   if (!claim_conn_) {
     claim_conn_ = std::make_unique<PgConn>(url_, display_);
-    int64_t limit_ms = std::max<int64_t>(lease.ttl_ms / 3, 1000);
+    int64_t limit_ms = std::max<int64_t>(lease.ttl_ms / 3, 100);
     // The database's lock too, as the writer's session: no claim while a key rotation
     // re-seals the operations it would return.
     claim_conn_->on_connect = [this, limit_ms](PgConn& c) {
-      if (lock_ != DbLock::kNone)
+      if (lock_ == DbLock::kDaemon)  // shared: the writer's session holds it too
         take_lock(c);
       c.exec(("SET statement_timeout = " + std::to_string(limit_ms)).c_str());
     };

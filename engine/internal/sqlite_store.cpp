@@ -10,6 +10,7 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <boost/json.hpp>
+#include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
 #include "engine/engine.h"
@@ -234,15 +235,6 @@ InstanceRecord read_instance(SQLite::Statement& st) {
 
 }  // namespace
 
-// `path`, once SQLite is set up for this process: without its memory statistics, which
-// take one process-wide mutex at every allocation of every connection (the API's readers
-// queued on it). Only before SQLite's first use: later the call changes nothing.
-const std::string& configured(const std::string& path) {
-  static std::once_flag once;
-  std::call_once(once, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
-  return path;
-}
-
 std::string text(SQLite::Statement& st, int i) {
   auto c = st.getColumn(i);
   return c.isNull() ? std::string() : c.getString();
@@ -252,8 +244,7 @@ std::string text(SQLite::Statement& st, int i) {
 // alias (a symbolic or hard link) never gets a key of its own.
 SqliteStore::SqliteStore(const std::string& path)
     : sealer_(path + ".key"),
-      w_(configured(path), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX,
-         10000),
+      w_(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX, 10000),
       readers_(path, kReaders),
       checkpointer_(path) {}
 
@@ -756,6 +747,15 @@ void SqliteStore::rollback_quietly() {
 namespace engine {
 
 base::Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& path) {
+  // Once per process, before its first connection (a daemon opens its store before it
+  // starts threads): SQLite without its memory statistics, which take one process-wide
+  // mutex at every allocation of every connection (the API's readers queued on it). A
+  // process that used SQLite before keeps them (SQLITE_MISUSE, nothing changed).
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (int rc = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); rc != SQLITE_OK)
+      spdlog::debug("sqlite: memory statistics stay on (sqlite3_config: {})", rc);
+  });
   try {
     // The write connection creates the file and the schema before the reader opens it.
     { SQLite::Database create(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, 10000); }

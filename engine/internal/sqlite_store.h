@@ -180,8 +180,6 @@ class ReaderPool {
   std::atomic<size_t> next_{0};
 };
 
-// `path`, once SQLite is set up for this process (sqlite_store.cpp).
-const std::string& configured(const std::string& path);
 // A column's text; empty when NULL.
 std::string text(SQLite::Statement& st, int i);
 
@@ -190,8 +188,6 @@ class SqliteStore : public Store {
   explicit SqliteStore(const std::string& path);
   ~SqliteStore() override;
   base::Status init();
-  // WAL: readers never wait on the writer (docs/persistence.md).
-  bool local_point_reads() const override { return true; }
 
   // sqlite_store.cpp
   base::Result<PackageRecord> put_package(const PackageRecord& rec,

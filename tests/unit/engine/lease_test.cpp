@@ -78,7 +78,8 @@ struct TwoDaemons {
 
 // Daemon alpha (TTL 3 s) on `t`, holding the oldest queued operation, whose next commit is
 // stuck: another session holds what `lock_sql` locks, so the commit waits, holding the
-// store's writer connection (and its turn), until release().
+// store's writer connection (and its turn), until release(). The test checks `committed`
+// (false) once it is made: a check that fails then still ends the commit's thread.
 struct StuckCommit {
   TwoDaemons& t;
   engine::Store::Lease lease;
@@ -111,7 +112,6 @@ struct StuckCommit {
       committed = true;
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    REQUIRE_FALSE(committed);
   }
   void release() {
     if (other == nullptr)
@@ -378,6 +378,7 @@ TEST_CASE("leases: a renewal does not wait behind a commit stuck on a lock") {
   TwoDaemons t(1);
   // Another session holds the operations table.
   StuckCommit stuck(t, "LOCK TABLE ops IN ACCESS EXCLUSIVE MODE");
+  REQUIRE_FALSE(stuck.committed);
 
   // The lease is renewed meanwhile, at once: a renewal queued behind that commit would let
   // the lease run out while the daemon is alive (and its operations go to another daemon).
@@ -398,6 +399,7 @@ TEST_CASE("leases: a claim does not wait behind a commit stuck on a row lock") {
   TwoDaemons t(2);
   // Another session holds the claimed operation's row.
   StuckCommit stuck(t, "SELECT id FROM ops WHERE id = $op FOR UPDATE");
+  REQUIRE_FALSE(stuck.committed);
 
   // The engine's next poll takes the other queued operation at once: a claim queued behind
   // that commit would stall the daemon's intake for as long as the lock is held.
