@@ -44,10 +44,15 @@ void Dispatcher::flush() {
 }
 
 void Dispatcher::run(const std::shared_ptr<Job>& job) {
+  if (job->started_ms == 0) {
+    job->started_ms = clock_->wall_ms();
+    // A state's timeout counts from its call's start, not from its dispatch: calls queued
+    // behind busy workers (a restart resuming hundreds of operations at once) timed out
+    // before they ran, or ran with a fraction of their time.
+    job->call.ctx.deadline += std::chrono::steady_clock::now() - job->dispatched;
+  }
   const Call& c = job->call;
   actions::Outcome out;
-  if (job->started_ms == 0)
-    job->started_ms = clock_->wall_ms();
   if (c.action == nullptr) {
     out = actions::Outcome::failure(
         base::ErrorClass::kInvalid,

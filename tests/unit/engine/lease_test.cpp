@@ -460,3 +460,56 @@ TEST_CASE("leases: a daemon whose engine makes no progress lets its lease run ou
   CHECK(taken[0].id == mine.value()[0].id);
   keeper.stop();
 }
+
+namespace {
+
+// Sleeps `ms`, then answers how much of its deadline was left when it started.
+class Slow : public actions::Action {
+ public:
+  explicit Slow(int ms) : ms_(ms) {}
+  actions::Outcome run(const json::object&, const actions::Context& ctx) const override {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    ctx.deadline - std::chrono::steady_clock::now())
+                    .count();
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+    return actions::Outcome::success(json::object{{"left_ms", left}});
+  }
+
+ private:
+  int ms_;
+};
+
+}  // namespace
+
+TEST_CASE("the dispatcher: a state's timeout counts from its call's start, not its queueing") {
+  // One worker, three calls of 150 ms dispatched at once, each with 300 ms: the third
+  // starts about 300 ms after its dispatch, and must still have its 300 ms.
+  boost::asio::io_context io;
+  std::atomic<bool> stopping{false}, hard_stop{false};
+  std::vector<int64_t> left;
+  engine::Dispatcher d(io, 1, nullptr, &base::Clock::real(), stopping, hard_stop,
+                       [&](std::vector<engine::Dispatcher::Result>& rs) {
+                         for (auto& r : rs)
+                           left.push_back(r.out.outputs.at("left_ms").as_int64());
+                       });
+  Slow slow(150);
+  for (int i = 0; i < 3; ++i) {
+    engine::Dispatcher::Call c;
+    c.action = &slow;
+    c.action_name = "test.slow";
+    c.inputs = json::object{};
+    c.id = "op" + std::to_string(i);
+    c.ctx.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    d.add(std::move(c));
+  }
+  d.flush();
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (left.size() < 3 && std::chrono::steady_clock::now() < give_up) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(50));
+  }
+  d.join();
+  REQUIRE(left.size() == 3);
+  for (int64_t l : left)
+    CHECK(l >= 250);
+}
