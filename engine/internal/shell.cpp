@@ -17,6 +17,7 @@ struct Dispatcher::Job {
   std::unique_ptr<asio::steady_timer> timer;
   int polls = 0;
   std::chrono::steady_clock::time_point dispatched = std::chrono::steady_clock::now();
+  bool started = false;
   int64_t started_ms = 0;
 };
 
@@ -44,12 +45,20 @@ void Dispatcher::flush() {
 }
 
 void Dispatcher::run(const std::shared_ptr<Job>& job) {
-  if (job->started_ms == 0) {
+  if (!job->started) {
+    // A daemon stopping at once starts no call that waited for a worker: it is left
+    // dispatched (executor.cpp, on_result), and the next start dispatches it again with
+    // the same key.
+    if (hard_stop_)
+      return deliver({std::shared_ptr<const Call>(job, &job->call), actions::Outcome::poll(1), 0});
+    job->started = true;
+    auto began = std::chrono::steady_clock::now();
     job->started_ms = clock_->wall_ms();
     // A state's timeout counts from its call's start, not from its dispatch: calls queued
     // behind busy workers (a restart resuming hundreds of operations at once) timed out
     // before they ran, or ran with a fraction of their time.
-    job->call.ctx.deadline += std::chrono::steady_clock::now() - job->dispatched;
+    if (job->call.ctx.deadline != std::chrono::steady_clock::time_point{})
+      job->call.ctx.deadline += began - job->dispatched;
   }
   const Call& c = job->call;
   actions::Outcome out;
