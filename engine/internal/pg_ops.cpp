@@ -618,18 +618,24 @@ base::Result<Store::Lease> PgStore::register_daemon(const std::string& name, int
   return lease;
 }
 
-base::Status PgStore::renew(const Lease& lease) {
-  std::lock_guard lock(lease_mu_);
-  if (!lease_conn_) {
-    lease_conn_ = std::make_unique<PgConn>(url_, display_);
-    // A sixth of the TTL: a renewal that timed out leaves time for another (LeaseKeeper
-    // tries again after a tenth).
-    int64_t limit_ms = std::max<int64_t>(lease.ttl_ms / 6, 100);
-    lease_conn_->on_connect = [limit_ms](PgConn& c) {
+PgConn& PgStore::side_conn(std::unique_ptr<PgConn>& slot, int64_t limit_ms, bool with_lock) {
+  if (!slot) {
+    slot = std::make_unique<PgConn>(url_, display_);
+    limit_ms = std::max<int64_t>(limit_ms, 100);
+    slot->on_connect = [this, limit_ms, with_lock](PgConn& c) {
+      if (with_lock && lock_ == DbLock::kDaemon)  // shared: the writer's session holds it too
+        take_lock(c);
       c.exec(("SET statement_timeout = " + std::to_string(limit_ms)).c_str());
     };
   }
-  PgConn& conn = *lease_conn_;
+  return *slot;
+}
+
+base::Status PgStore::renew(const Lease& lease) {
+  std::lock_guard lock(lease_mu_);
+  // A sixth of the TTL: a renewal that timed out leaves time for another (LeaseKeeper
+  // tries again after a tenth).
+  PgConn& conn = side_conn(lease_conn_, lease.ttl_ms / 6, false);
   bool kept = false;
   base::Status s = guard(conn, [&] {
     kept =
@@ -673,18 +679,9 @@ base::Result<std::vector<OpRecord>> PgStore::claim(const Lease& lease, bool firs
       " AND d.lease_until_ms >= " +
       kDbNow + ") RETURNING " + qualified("ops.", kOpColumns);
   std::lock_guard lock(claim_mu_);
-  if (!claim_conn_) {
-    claim_conn_ = std::make_unique<PgConn>(url_, display_);
-    int64_t limit_ms = std::max<int64_t>(lease.ttl_ms / 3, 100);
-    // The database's lock too, as the writer's session: no claim while a key rotation
-    // re-seals the operations it would return.
-    claim_conn_->on_connect = [this, limit_ms](PgConn& c) {
-      if (lock_ == DbLock::kDaemon)  // shared: the writer's session holds it too
-        take_lock(c);
-      c.exec(("SET statement_timeout = " + std::to_string(limit_ms)).c_str());
-    };
-  }
-  PgConn& conn = *claim_conn_;
+  // The database's lock too, as the writer's session: no claim while a key rotation
+  // re-seals the operations it would return.
+  PgConn& conn = side_conn(claim_conn_, lease.ttl_ms / 3, true);
   std::vector<OpRecord> out;
   base::Status s = guard(conn, [&] {
     auto q = conn.run(sql, {lease.name, static_cast<int64_t>(limit), lease.incarnation});

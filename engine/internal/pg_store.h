@@ -249,6 +249,10 @@ class PgStore : public Store {
   bool has_sealed_data();
   // pg_ops.cpp
   base::Result<OpRecord> get_op_on(PgConn& conn, std::string_view id);
+  // `slot`'s connection, made at its first use: its statements give up after `limit_ms`
+  // (100 at least), and with `with_lock` its session holds a daemon's shared lock as the
+  // writer's does. Under the caller's mutex for `slot`.
+  PgConn& side_conn(std::unique_ptr<PgConn>& slot, int64_t limit_ms, bool with_lock);
   // apply, one statement per row (a group that writes an operation twice, or one write).
   base::Status apply_rows(const std::vector<const Batch*>& batches);
 
