@@ -235,9 +235,40 @@ struct OpFilter {
 // ---------------------------------------------------------------------------------------
 // Store
 
+// Reads that never wait: what the REST API answers on its I/O threads, where a wait would
+// stall every connection of the thread. While a NoWaitReads is alive on a thread, a read of
+// a Store whose reads_never_wait() is true answers without waiting (for a read connection,
+// a writer, the network) or gives up at once: it throws WouldWait and the scope remembers
+// it (declined()), whatever caught the exception on the way; the caller then asks again
+// where waiting is fine. For reads only: nothing is written in such a scope.
+class WouldWait : public std::exception {
+ public:
+  const char* what() const noexcept override { return "the read would wait"; }
+};
+class NoWaitReads {
+ public:
+  NoWaitReads();
+  ~NoWaitReads();
+  NoWaitReads(const NoWaitReads&) = delete;
+  NoWaitReads& operator=(const NoWaitReads&) = delete;
+  // In such a scope on this thread.
+  static bool active();
+  // For a store: marks the scope declined, then throws WouldWait.
+  [[noreturn]] static void decline();
+  bool declined() const;
+
+ private:
+  NoWaitReads* outer_;
+  bool declined_ = false;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
+
+  // True when this store honours NoWaitReads (SQLite in WAL mode: a read takes a free read
+  // connection or declines; readers never wait on the writer). False: never asked to.
+  virtual bool reads_never_wait() const { return false; }
 
   // Applies `batches` in ONE transaction: all or nothing.
   virtual base::Status apply(const std::vector<const Batch*>& batches) = 0;

@@ -564,6 +564,11 @@ bool split_api_path(std::string_view path, std::string_view& prefix,
 
 }  // namespace
 
+bool is_point_read(std::string_view route) {
+  return route.ends_with("/vnf_instances/{id}") || route.ends_with("/vnf_lcm_op_occs/{id}") ||
+         route.ends_with("/subscriptions/{id}");
+}
+
 std::string route_pattern(std::string_view target) {
   std::string_view path = target.substr(0, target.find('?'));
   if (path == "/metrics" || path == "/vnflcm/api_versions" || path == "/vnfpkgm/api_versions")

@@ -79,6 +79,11 @@ HttpResponse subscriptions(const Ctx& c);
 // artifact's path by {path}), e.g. /vnflcm/v1/vnf_instances/{id}/instantiate. A path of
 // no known shape is "other", so a client cannot make up label values.
 std::string route_pattern(std::string_view target);
+// True for the routes whose GET reads one record by its key and nothing else (an instance,
+// with its package's identity; an operation; a subscription): what the I/O threads may
+// answer in a NoWaitReads scope. A package's GET is not one (it asks whether any instance
+// uses the package).
+bool is_point_read(std::string_view route);
 
 class Router {
  public:

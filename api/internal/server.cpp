@@ -416,13 +416,29 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     }
     if (host_ok)
       in.base_url = srv_.scheme + "://" + std::string(host);
-    // The API's versions need no store: answered here. The rest on the handler threads
-    // (/metrics too: the daemon's collector counts operations in the store), the session
-    // waiting with its timer stopped: the store's own timeouts bound the wait. By the route
-    // pattern, not the path: .../vnf_instances/api_versions is an instance's id.
-    bool inline_answer = route_.ends_with("/api_versions");
-    if (inline_answer || !srv_.handler_pool)
+    // The API's versions need no store: answered here. So is a GET of one instance,
+    // operation or subscription when the store can read it without waiting (NoWaitReads,
+    // engine.h): a hand-off to a handler thread and back costs more than such a read; a read
+    // that would wait (every read connection busy) is declined and the request handed off.
+    // The rest on the handler threads (/metrics too: the daemon's collector counts
+    // operations in the store; lists, which can be long; GET /vnf_packages/{id}, which asks
+    // whether any instance uses the package), the session waiting with its timer stopped:
+    // the store's own timeouts bound the wait. By the route pattern, not the path:
+    // .../vnf_instances/api_versions is an instance's id.
+    if (route_.ends_with("/api_versions") || !srv_.handler_pool)
       return send(answer(in), keep);
+    if (srv_.handler_pool && (method_ == "GET" || method_ == "HEAD") &&
+        internal::is_point_read(route_) && srv_.store.reads_never_wait()) {
+      std::optional<internal::HttpResponse> r;
+      {
+        engine::NoWaitReads scope;
+        r = answer(in, &scope);
+        if (scope.declined())
+          r.reset();
+      }
+      if (r)
+        return send(std::move(*r), keep);
+    }
     tcp().expires_never();
     net::post(*srv_.handler_pool, [self = this->shared_from_this(), in = std::move(in), keep] {
       internal::HttpResponse r = self->answer(in);
@@ -431,7 +447,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     });
   }
 
-  internal::HttpResponse answer(const internal::HttpRequest& in) {
+  // `no_wait`: the scope the request is answered in when it must not wait; a read it
+  // declined makes the answer void (not logged: the request is asked again).
+  internal::HttpResponse answer(const internal::HttpRequest& in,
+                                const engine::NoWaitReads* no_wait = nullptr) {
     internal::HttpResponse r;
     try {
       if (route_ == "/metrics" && srv_.opt.metrics != nullptr)
@@ -440,11 +459,13 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
         r = internal::problem_response(404, "Not Found", "this listener serves GET /metrics only");
       else
         r = srv_.router.handle(in);
+    } catch (const engine::WouldWait&) {
+      return r;
     } catch (const std::exception& e) {
       spdlog::error("api: request failed method={} error=\"{}\"", in.method, e.what());
       r = internal::problem_response(500, "Internal Server Error", "the request failed");
     }
-    if (r.status >= 500)
+    if (r.status >= 500 && (no_wait == nullptr || !no_wait->declined()))
       spdlog::warn("api: {} status={} method={}", "server error", r.status, in.method);
     return r;
   }

@@ -157,12 +157,15 @@ class ReaderPool {
     for (size_t i = 0; i < std::max<size_t>(n, 1); ++i)
       readers_.push_back(std::make_unique<Reader>(path));
   }
+  // A free connection, else (in a NoWaitReads scope) a decline, else one in turn.
   Lease acquire() {
     for (auto& r : readers_) {
       std::unique_lock<std::mutex> l(r->mu, std::try_to_lock);
       if (l.owns_lock())
         return Lease(*r, std::move(l));
     }
+    if (NoWaitReads::active())
+      NoWaitReads::decline();
     Reader& r = *readers_[next_.fetch_add(1, std::memory_order_relaxed) % readers_.size()];
     return Lease(r, std::unique_lock<std::mutex>(r.mu));
   }
@@ -188,6 +191,8 @@ class SqliteStore : public Store {
   explicit SqliteStore(const std::string& path);
   ~SqliteStore() override;
   base::Status init();
+  // WAL: readers never wait on the writer; a reader is free or the read declines.
+  bool reads_never_wait() const override { return true; }
 
   // sqlite_store.cpp
   base::Result<PackageRecord> put_package(const PackageRecord& rec,
@@ -247,6 +252,8 @@ class SqliteStore : public Store {
   base::Status guard(F&& f) {
     try {
       return f();
+    } catch (const WouldWait&) {
+      throw;  // to the NoWaitReads scope's owner
     } catch (const SQLite::Exception& e) {
       int code = e.getErrorCode();
       if (code == SQLITE_BUSY || code == SQLITE_LOCKED)

@@ -20,6 +20,10 @@ class StoreWrapper : public engine::Store {
 
   engine::Store& inner() { return inner_; }
 
+  // A wrapper that can wait in a read (a stuck or slow store) must override this with
+  // false, or decline in a NoWaitReads scope (NoWaitReads::decline()).
+  bool reads_never_wait() const override { return inner_.reads_never_wait(); }
+
   base::Status apply(const std::vector<const engine::Batch*>& batches) override {
     return inner_.apply(batches);
   }

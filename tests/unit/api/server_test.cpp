@@ -1,6 +1,7 @@
 // The server on a real socket (127.0.0.1, a free port below 32768): a slow request is cut at
 // the request timeout, connections over the cap get 503, options are checked before binding,
 // the credentials file is parsed and refused when others may read it.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -259,11 +260,17 @@ TEST_CASE("the credentials file", "[api][server]") {
 namespace {
 
 // A store whose get_instance waits until released: a request stuck on the database (a
-// commit holding its write lock, a slow disk).
+// commit holding its write lock, a slow disk, every read connection busy). Asked in a
+// NoWaitReads scope (the server's I/O threads), it declines, as SQLite's store does when
+// every read connection is taken.
 class StuckStore : public vnflow_test::StoreWrapper {
  public:
   using StoreWrapper::StoreWrapper;
   base::Result<engine::InstanceRecord> get_instance(std::string_view id) override {
+    if (engine::NoWaitReads::active()) {
+      ++declined_;
+      engine::NoWaitReads::decline();
+    }
     std::unique_lock<std::mutex> l(mu_);
     ++stuck_;
     cv_.notify_all();
@@ -279,6 +286,7 @@ class StuckStore : public vnflow_test::StoreWrapper {
     std::lock_guard<std::mutex> l(mu_);
     return stuck_;
   }
+  int declined() const { return declined_; }
   void unstick() {
     std::lock_guard<std::mutex> l(mu_);
     released_ = true;
@@ -290,6 +298,46 @@ class StuckStore : public vnflow_test::StoreWrapper {
   std::condition_variable cv_;
   int stuck_ = 0;
   bool released_ = false;
+  std::atomic<int> declined_{0};
+};
+
+// Records, per read, whether it was asked in a NoWaitReads scope (on an I/O thread); the
+// first `decline` reads of one record in such a scope decline (every read connection busy).
+class ScopeSpy : public vnflow_test::StoreWrapper {
+ public:
+  using StoreWrapper::StoreWrapper;
+  std::atomic<int> decline{0};
+  std::atomic<int> in_scope{0}, out_of_scope{0}, list_in_scope{0};
+  base::Result<engine::InstanceRecord> get_instance(std::string_view id) override {
+    note();
+    return StoreWrapper::get_instance(id);
+  }
+  base::Result<engine::OpRecord> get_op(std::string_view id) override {
+    note();
+    return StoreWrapper::get_op(id);
+  }
+  base::Result<engine::PackageRecord> get_package(std::string_view id) override {
+    note();
+    return StoreWrapper::get_package(id);
+  }
+  base::Result<std::vector<engine::InstanceRecord>> list_instances() override {
+    if (engine::NoWaitReads::active())
+      ++list_in_scope;
+    return StoreWrapper::list_instances();
+  }
+
+ private:
+  void note() {
+    if (!engine::NoWaitReads::active()) {
+      ++out_of_scope;
+      return;
+    }
+    ++in_scope;
+    if (decline > 0) {
+      --decline;
+      engine::NoWaitReads::decline();
+    }
+  }
 };
 
 // Whatever fails in a test, the stuck requests end (the server's stop waits for them).
@@ -338,10 +386,53 @@ TEST_CASE("requests stuck on the database hold up no other request", "[api][serv
     CHECK(r.rfind("HTTP/1.1 200", 0) == 0);
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
   }
+  // Each was first tried on its I/O thread, declined there, and handed off.
+  CHECK(store.declined() == o.threads + 1);
   // Released, the stuck ones are answered (no such instance).
   store.unstick();
   for (auto& s : stuck)
     CHECK(read_all(*s).rfind("HTTP/1.1 404", 0) == 0);
+  server->stop();
+}
+
+TEST_CASE("a GET of one record is read on the I/O thread without waiting, or handed off",
+          "[api][server]") {
+  TempDir t;
+  auto db = engine::open_database((t.dir / "vnflow.db").string());
+  REQUIRE(db.ok());
+  ScopeSpy store(*db.value());
+  api::ServerOptions o;
+  o.auth = api::AuthMode::kNone;
+  auto server = start_server(store, o);
+  REQUIRE(server != nullptr);
+  net::io_context io;
+  tcp::endpoint ep(net::ip::make_address("127.0.0.1"), server->port());
+  auto get = [&](const std::string& target) {
+    tcp::socket s(io);
+    get_closing(s, ep, target);
+    return read_all(s);
+  };
+  const std::string inst = "/vnflcm/v1/vnf_instances/00000000-0000-4000-8000-000000000001";
+  const std::string op = "/vnflcm/v1/vnf_lcm_op_occs/00000000-0000-4000-8000-000000000002";
+  SECTION("a read that need not wait: on the I/O thread, once") {
+    CHECK(get(inst).rfind("HTTP/1.1 404", 0) == 0);
+    CHECK(get(op).rfind("HTTP/1.1 404", 0) == 0);
+    CHECK(store.in_scope == 2);
+    CHECK(store.out_of_scope == 0);
+  }
+  SECTION("a read that would wait: declined, then answered on a handler thread") {
+    store.decline = 2;
+    std::string r1 = get(inst), r2 = get(op);
+    CHECK(r1.rfind("HTTP/1.1 404", 0) == 0);
+    CHECK(r1.find("\"status\":404") != std::string::npos);
+    CHECK(r2.rfind("HTTP/1.1 404", 0) == 0);
+    CHECK(store.in_scope == 2);
+    CHECK(store.out_of_scope == 2);
+  }
+  SECTION("lists are never read there") {
+    CHECK(get("/vnflcm/v1/vnf_instances").rfind("HTTP/1.1 200", 0) == 0);
+    CHECK(store.list_in_scope == 0);
+  }
   server->stop();
 }
 

@@ -2,10 +2,14 @@
 // commands): a package created empty, its content onboarded exactly as `package onboard`
 // does or refused with the reason kept, the operational state and user data, who may be
 // deleted; and the schema migration that brought package states to existing databases.
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
@@ -14,6 +18,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/internal/sqlite_store.h"
 #include "tosca/tosca.h"
 
 #include "tests/unit/engine/store_param.h"
@@ -352,4 +357,47 @@ TEST_CASE("a database from before package states gets them: its packages ONBOARD
   db.reopen();
   CHECK(db.store->list_packages().value().size() == 2);
   CHECK(db.store->history("no-such-op").ok());  // reads events.started_ms (schema 5)
+}
+
+// The REST API's I/O threads read one record in a NoWaitReads scope (engine.h): SQLite's
+// store takes a free read connection or declines at once; it never waits there.
+TEST_CASE("SQLite's read connections: in a NoWaitReads scope, a free one or a decline") {
+  Db d;
+  if (!d.store->reads_never_wait())
+    SUCCEED("this store is never read in such a scope (PostgreSQL)");
+  else {
+    auto path = d.dir / "vnflow.db";
+    REQUIRE(fs::exists(path));
+    {
+      engine::NoWaitReads scope;  // every connection free: an answer, no decline
+      CHECK(d.store->get_instance("00000000-0000-4000-8000-000000000009").status().code() ==
+            base::StatusCode::kNotFound);
+      CHECK(!scope.declined());
+    }
+    engine::internal::ReaderPool pool(path.string(), 2);
+    std::optional<engine::internal::ReaderPool::Lease> a, b;
+    a.emplace(pool.acquire());
+    {
+      engine::NoWaitReads scope;
+      b.emplace(pool.acquire());  // the second connection is free
+      CHECK(!scope.declined());
+      auto t0 = std::chrono::steady_clock::now();
+      CHECK_THROWS_AS(pool.acquire(), engine::WouldWait);  // both taken
+      CHECK(scope.declined());
+      CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(100));
+    }
+    CHECK(!engine::NoWaitReads::active());
+    // Out of the scope a read waits for a connection, and gets one when it is given back.
+    std::atomic<bool> got{false};
+    std::thread waiter([&] {
+      auto c = pool.acquire();
+      got = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK(!got);
+    a.reset();
+    b.reset();
+    waiter.join();
+    CHECK(got);
+  }
 }

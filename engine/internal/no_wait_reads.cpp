@@ -1,0 +1,35 @@
+// NoWaitReads (engine.h): a thread's scope in which a store's reads answer at once or
+// decline. One pointer per thread: the innermost scope; a decline marks it.
+#include "engine/engine.h"
+
+namespace engine {
+
+namespace {
+thread_local NoWaitReads* current = nullptr;
+}  // namespace
+
+NoWaitReads::NoWaitReads() : outer_(current) {
+  current = this;
+}
+
+NoWaitReads::~NoWaitReads() {
+  current = outer_;
+  if (declined_ && outer_ != nullptr)
+    outer_->declined_ = true;
+}
+
+bool NoWaitReads::active() {
+  return current != nullptr;
+}
+
+void NoWaitReads::decline() {
+  if (current != nullptr)
+    current->declined_ = true;
+  throw WouldWait();
+}
+
+bool NoWaitReads::declined() const {
+  return declined_;
+}
+
+}  // namespace engine
