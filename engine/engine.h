@@ -244,6 +244,10 @@ struct OpFilter {
 class WouldWait : public std::exception {
  public:
   const char* what() const noexcept override { return "the read would wait"; }
+
+ private:
+  friend class NoWaitReads;
+  WouldWait() = default;  // thrown by NoWaitReads::decline() alone: the scope is marked
 };
 class NoWaitReads {
  public:
@@ -253,8 +257,12 @@ class NoWaitReads {
   NoWaitReads& operator=(const NoWaitReads&) = delete;
   // In such a scope on this thread.
   static bool active();
-  // For a store: marks the scope declined, then throws WouldWait.
+  // For a store, in such a scope (check active() first): marks it declined, then throws
+  // WouldWait. Out of any scope it is a mistake: std::logic_error.
   [[noreturn]] static void decline();
+  // Marks the scope declined without throwing (a wait refused deep inside a library, whose
+  // error then travels up as it does); false out of any scope.
+  static bool mark_declined();
   bool declined() const;
 
  private:

@@ -460,8 +460,14 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       else
         r = srv_.router.handle(in);
     } catch (const engine::WouldWait&) {
-      return r;
+      if (no_wait != nullptr && no_wait->declined())
+        return r;  // void: asked again on a handler thread
+      spdlog::error("api: request failed method={} error=\"a read declined out of its scope\"",
+                    in.method);
+      r = internal::problem_response(500, "Internal Server Error", "the request failed");
     } catch (const std::exception& e) {
+      if (no_wait != nullptr && no_wait->declined())
+        return r;  // a decline that travelled up as another exception
       spdlog::error("api: request failed method={} error=\"{}\"", in.method, e.what());
       r = internal::problem_response(500, "Internal Server Error", "the request failed");
     }

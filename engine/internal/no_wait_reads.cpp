@@ -1,5 +1,7 @@
 // NoWaitReads (engine.h): a thread's scope in which a store's reads answer at once or
 // decline. One pointer per thread: the innermost scope; a decline marks it.
+#include <stdexcept>
+
 #include "engine/engine.h"
 
 namespace engine {
@@ -23,9 +25,17 @@ bool NoWaitReads::active() {
 }
 
 void NoWaitReads::decline() {
-  if (current != nullptr)
-    current->declined_ = true;
+  if (current == nullptr)
+    throw std::logic_error("NoWaitReads::decline() out of a NoWaitReads scope");
+  current->declined_ = true;
   throw WouldWait();
+}
+
+bool NoWaitReads::mark_declined() {
+  if (current == nullptr)
+    return false;
+  current->declined_ = true;
+  return true;
 }
 
 bool NoWaitReads::declined() const {

@@ -333,7 +333,7 @@ void Checkpointer::run() {
 
 base::Status SqliteStore::init() {
   return guard([&] {
-    w_.exec("PRAGMA journal_mode=WAL");
+    wal_ = w_.execAndGet("PRAGMA journal_mode=WAL").getString() == "wal";
     w_.exec("PRAGMA synchronous=FULL");
     // A bigger page cache and fewer, larger checkpoints, off the commit path (Checkpointer):
     // group commits touch many ops rows and event pages at once.

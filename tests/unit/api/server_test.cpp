@@ -429,9 +429,14 @@ TEST_CASE("a GET of one record is read on the I/O thread without waiting, or han
     CHECK(store.in_scope == 2);
     CHECK(store.out_of_scope == 2);
   }
-  SECTION("lists are never read there") {
+  SECTION("lists and packages are never read there") {
     CHECK(get("/vnflcm/v1/vnf_instances").rfind("HTTP/1.1 200", 0) == 0);
+    // A package's GET asks whether any instance uses it: not a read of one record.
+    CHECK(get("/vnfpkgm/v1/vnf_packages/00000000-0000-4000-8000-000000000003")
+              .rfind("HTTP/1.1 404", 0) == 0);
     CHECK(store.list_in_scope == 0);
+    CHECK(store.in_scope == 0);
+    CHECK(store.out_of_scope == 1);
   }
   server->stop();
 }
