@@ -3,6 +3,7 @@
 #include "engine/internal/pg_store.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -344,15 +345,31 @@ PgStore::PgStore(const std::string& url, const std::string& key_path, DbLock loc
       w_(url, display_),
       r_(url, display_),
       url_(url) {
-  if (lock != DbLock::kNone) {
-    // The lock lives in the write connection's session: every commit goes through that
-    // connection, so none happens without it (a reconnect takes it again, or fails).
-    // Daemons share it; a key rotation takes it alone.
-    // The server ends a closed session a moment after its client has gone, so the lock of
-    // a process that just stopped (a restart) may still be held: asked again for up to 2 s.
-    lock_ = lock;
-    w_.on_connect = [this](PgConn& c) { take_lock(c); };
-  }
+  // The lock lives in the write connection's session: every commit goes through that
+  // connection, so none happens without it (a reconnect takes it again, or fails).
+  // Daemons share it; a key rotation takes it alone.
+  // The server ends a closed session a moment after its client has gone, so the lock of
+  // a process that just stopped (a restart) may still be held: asked again for up to 2 s.
+  lock_ = lock;
+  w_.on_connect = [this](PgConn& c) {
+    if (lock_ != DbLock::kNone)
+      take_lock(c);
+    bound_statements(c);
+  };
+  r_.on_connect = [](PgConn& c) { bound_statements(c); };
+}
+
+void PgStore::bound_statements(PgConn& c) {
+  const int64_t ms = [] {
+    const char* v = std::getenv("VNFLOW_PG_STATEMENT_TIMEOUT_MS");
+    char* end = nullptr;
+    long long n = v != nullptr ? std::strtoll(v, &end, 10) : 0;
+    return v != nullptr && *v != '\0' && *end == '\0' && n >= 100 && n <= 86400000
+               ? static_cast<int64_t>(n)
+               : int64_t{kStatementTimeoutMs};
+  }();
+  if (c.run("SELECT current_setting('statement_timeout') = '0'").text(0, 0) == "t")
+    c.exec(("SET statement_timeout = " + std::to_string(ms)).c_str());
 }
 
 void PgStore::take_lock(PgConn& c) {
@@ -373,7 +390,10 @@ void PgStore::take_lock(PgConn& c) {
 }
 
 base::Status PgStore::init() {
-  return transaction(w_, [&] { return init_schema(); });
+  return transaction(w_, [&] {
+    w_.exec("SET LOCAL statement_timeout = 0");  // a migration may take its time
+    return init_schema();
+  });
 }
 
 // Inside init's transaction, under the schema lock: concurrent opens of a new database wait
@@ -751,7 +771,9 @@ base::Status PgStore::rotate_key() {
   std::lock_guard lock(wmu_);
   base::Status st = transaction(w_, [&]() -> base::Status {
     // Every sealed value is read and rewritten in this transaction: nothing else writes them
-    // meanwhile (the rows are locked by the updates, the tables by this lock).
+    // meanwhile (the rows are locked by the updates, the tables by this lock). Every row is
+    // read at once: without the statement timeout.
+    w_.exec("SET LOCAL statement_timeout = 0");
     w_.exec("LOCK TABLE ops, instances, outputs, vims, meta IN SHARE ROW EXCLUSIVE MODE");
     base::Status rs = sealer_.reseal_columns(
         [](int n) { return "$" + std::to_string(n); },

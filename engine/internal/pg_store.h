@@ -33,6 +33,12 @@ namespace engine::internal {
 // A failed statement: its SQLSTATE ("" when the connection itself failed; kRefused when
 // vnflow itself refused, e.g. another daemon holds the database).
 inline constexpr const char* kRefused = "vnflow-refused";
+// The writer's and the reader's statement_timeout when the session has none (the URL's
+// options, the role's or the database's settings win): a statement stuck on a lock that
+// another session holds gives up with kUnavailable instead of holding the API's request,
+// a CLI command or the daemon's commits for ever. A migration at open runs without it.
+// VNFLOW_PG_STATEMENT_TIMEOUT_MS (100 or more) replaces the default.
+inline constexpr int kStatementTimeoutMs = 30000;
 
 class PgError : public std::runtime_error {
  public:
@@ -214,6 +220,9 @@ class PgStore : public Store {
       if (e.connection_lost || e.sqlstate == "40001" || e.sqlstate == "40P01" ||
           e.sqlstate.starts_with("08") || e.sqlstate.starts_with("57P"))
         return base::Status::Unavailable(std::string("database unavailable: ") + e.what());
+      // The statement timeout (kStatementTimeoutMs) or a lock timeout: busy, try again.
+      if (e.sqlstate == "57014" || e.sqlstate == "55P03")
+        return base::Status::Unavailable(std::string("database busy: ") + e.what());
       return base::Status::Internal(std::string("database: ") + e.what());
     } catch (const std::exception& e) {
       return base::Status::Internal(std::string("database: ") + e.what());
@@ -245,6 +254,8 @@ class PgStore : public Store {
   // Takes the database's lock (lock_: shared for a daemon, alone for a key rotation) in
   // `c`'s session, asking for up to 2 s; throws PgError (kRefused) when it is not given.
   void take_lock(PgConn& c);
+  // Sets kStatementTimeoutMs on a new session that has no statement_timeout of its own.
+  static void bound_statements(PgConn& c);
   base::Status settle_key();
   bool has_sealed_data();
   // pg_ops.cpp

@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -550,4 +552,57 @@ TEST_CASE("the dispatcher: a daemon stopping at once starts no call still waitin
   // The running call finished; the two queued ones were left dispatched (a poll), unrun.
   CHECK(slow.runs == 1);
   CHECK(std::count_if(polls.begin(), polls.end(), [](int64_t p) { return p > 0; }) == 2);
+}
+
+TEST_CASE("PostgreSQL: a read or a commit stuck on a lock gives up after the statement timeout") {
+  if (!vnflow_test::on_postgres()) {
+    WARN("skipped on SQLite: its readers never wait on the writer; its writer has busy_timeout");
+    return;
+  }
+  TwoDaemons t(1);
+  std::string url = t.db.target;
+  struct Env {
+    explicit Env(const char* v) { ::setenv("VNFLOW_PG_STATEMENT_TIMEOUT_MS", v, 1); }
+    ~Env() { ::unsetenv("VNFLOW_PG_STATEMENT_TIMEOUT_MS"); }
+  };
+  std::optional<Env> env;
+  SECTION("vnflow's bound, on a session without one (400 ms by the environment)") {
+    env.emplace("400");
+  }
+  SECTION("the session's own bound wins (the URL's 400 ms over 60 s)") {
+    env.emplace("60000");
+    REQUIRE(url.find("options=") != std::string::npos);
+    url += "%20-cstatement_timeout%3D400";
+  }
+  auto opened = engine::open_postgres_store(url, t.db.key, engine::DbLock::kDaemon);
+  REQUIRE(opened.ok());
+  engine::Store& s = *opened.value();
+  const std::string id = t.ids[0];
+  REQUIRE(s.get_op(id).ok());  // both connections made before the lock
+  PGconn* other = PQconnectdb(t.db.target.c_str());
+  REQUIRE(PQstatus(other) == CONNECTION_OK);
+  // Without a bound the read would wait for ever: the lock's session ends itself after 8 s.
+  PQclear(PQexec(other, "SET idle_in_transaction_session_timeout = 8000"));
+  PQclear(PQexec(other, "BEGIN"));
+  PGresult* locked = PQexec(other, "LOCK TABLE ops IN ACCESS EXCLUSIVE MODE");
+  bool ok = PQresultStatus(locked) == PGRES_COMMAND_OK;
+  PQclear(locked);
+  CHECK(ok);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = s.get_op(id);
+  auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(r.status().code() == base::StatusCode::kUnavailable);
+  CHECK(r.status().message().find("statement timeout") != std::string::npos);
+  CHECK(took >= std::chrono::milliseconds(300));
+  CHECK(took < std::chrono::seconds(5));
+  t0 = std::chrono::steady_clock::now();
+  base::Status st =
+      s.transition(id, {engine::OpState::kStarting}, engine::OpState::kFailed, std::nullopt)
+          .status();
+  CHECK(st.code() == base::StatusCode::kUnavailable);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  PQclear(PQexec(other, "ROLLBACK"));
+  PQfinish(other);
+  // The lock gone, the same store reads again.
+  CHECK(s.get_op(id).ok());
 }
