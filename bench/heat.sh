@@ -5,7 +5,7 @@
 # against the same real Keystone + Heat on 127.0.0.1 (tools/openstack/start.sh).
 #
 # vnflow's own overhead = its wall time minus the time its heat.* actions spent in Heat
-# calls and polls (from the operation histories); the floor is <= 10% of Heat's time.
+# calls and polls (from the operation histories); the floor (issue 19) is <= 1% of Heat's time.
 # Usage: bench/heat.sh [ROUNDS]   (default 3; builds build-release/ first)
 set -euo pipefail
 export LC_ALL=C
@@ -55,6 +55,7 @@ print("%.3f"%total)'
 }
 echo "heat bench: $(date -u '+%Y-%m-%d %H:%M UTC'), tree $(git -C "$root" describe --always --dirty), $(nproc) CPUs, $rounds rounds"
 echo "$build_line"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 vsum=0 hsum=0 csum=0
 for i in $(seq 1 "$rounds"); do
   inst=$("$vnflow" instance create --package "$pkg" --name "b$i")
@@ -74,10 +75,14 @@ for i in $(seq 1 "$rounds"); do
   printf 'round %d: vnflow %.2f s (in Heat calls %.2f s, own %.3f s), openstack CLI %.2f s\n' "$i" "$v" "$h" "$(echo "$v - $h" | bc -l)" "$c"
   vsum=$(echo "$vsum + $v" | bc -l); hsum=$(echo "$hsum + $h" | bc -l); csum=$(echo "$csum + $c" | bc -l)
 done
+# Where the last round's time went, as the engine recorded it (queue, vnflow's own, action).
+echo "last round, instantiate:"; "$vnflow" op show "$op1" --timing | sed 's/^/  /'
+echo "last round, terminate:"; "$vnflow" op show "$op2" --timing | sed 's/^/  /'
 own=$(echo "($vsum - $hsum) / $rounds" | bc -l)
 printf 'vnflow_instantiate_terminate_mean: %.2f s\n' "$(echo "$vsum / $rounds" | bc -l)"
 printf 'openstack_cli_create_delete_mean: %.2f s\n' "$(echo "$csum / $rounds" | bc -l)"
 printf 'vnflow_vs_cli_ratio: %.2f x\n' "$(echo "$vsum / $csum" | bc -l)"
 printf 'vnflow_own_overhead_mean: %.3f s = %.1f %% of the time in Heat\n' "$own" "$(echo "100 * ($vsum - $hsum) / $hsum" | bc -l)"
 pct=$(echo "100 * ($vsum - $hsum) / $hsum" | bc -l)
-if (( $(echo "$pct <= 10" | bc -l) )); then echo "floor vnflow_own_overhead <= 10%: PASS"; else echo "floor vnflow_own_overhead <= 10%: FAIL"; fi
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+if (( $(echo "$pct <= 1" | bc -l) )); then echo "floor vnflow_own_overhead <= 1%: PASS"; else echo "floor vnflow_own_overhead <= 1%: FAIL"; fi
