@@ -481,22 +481,31 @@ struct Engine::Impl {
     try_reloads();
   }
 
+  // A load the store could not serve now: tried again at a later poll (try_reloads).
+  void reload_later(const std::string& id, const std::string& why) {
+    spdlog::warn("loading operation {}: {}; tried again at the next poll", id, why);
+    known.erase(id);
+    reload_wanted.insert(id);
+  }
+
   void try_reloads() {
     if (stopping || now() < reload_not_before_ms)
       return;
-    for (auto it = reload_wanted.begin(); it != reload_wanted.end();) {
+    // Over a copy: a load that fails again puts its id back for a later poll, not this loop.
+    std::set<std::string> todo;
+    todo.swap(reload_wanted);
+    for (auto it = todo.begin(); it != todo.end(); ++it) {
+      const std::string& id = *it;
       // find(), not operator[]: a zero entry would read as an action in flight and keep a
       // draining daemon from ever stopping.
-      if (auto r = running_by_op.find(*it); r != running_by_op.end() && r->second > 0) {
-        ++it;
+      if (auto r = running_by_op.find(id); r != running_by_op.end() && r->second > 0) {
+        reload_wanted.insert(id);
         continue;
       }
-      std::string id = *it;
-      it = reload_wanted.erase(it);
       auto op = store.get_op(id);
       if (!op.ok()) {
-        // The store is failing; try again at the next poll.
-        reload_wanted.insert(id);
+        // The store is failing; this one and the rest again at the next poll.
+        reload_wanted.insert(it, todo.end());
         return;
       }
       known.erase(id);
@@ -639,13 +648,17 @@ struct Engine::Impl {
     return c;
   }
 
-  std::shared_ptr<const Machine> machine(const std::string& digest, std::string* err) {
+  // `busy`: set when the store could not answer now (kUnavailable), not that the machine is bad.
+  std::shared_ptr<const Machine> machine(const std::string& digest, std::string* err,
+                                         bool* busy = nullptr) {
     auto it = machines.find(digest);
     if (it != machines.end())
       return it->second;
     auto body = store.get_machine(digest);
     if (!body.ok()) {
       *err = body.status().message();
+      if (busy != nullptr)
+        *busy = body.status().code() == base::StatusCode::kUnavailable;
       return nullptr;
     }
     boost::system::error_code ec;
@@ -682,10 +695,17 @@ struct Engine::Impl {
                           {"instance_id", op.instance_id},
                           {"attempt", 1}};
     std::string err;
-    r->m = machine(op.machine_digest, &err);
+    bool busy = false;
+    r->m = machine(op.machine_digest, &err, &busy);
     auto inst = store.get_instance(op.instance_id);
     if (inst.ok())
       r->instance = inst.value().record;
+    if (busy || (!inst.ok() && inst.status().code() == base::StatusCode::kUnavailable)) {
+      // The store cannot answer now (a lock held elsewhere, a lost connection): loaded again
+      // at a later poll, never failed for it.
+      reload_later(op.id, busy ? err : inst.status().message());
+      return;
+    }
     if (r->m == nullptr || !inst.ok()) {
       // Nothing can run; say why and leave it to the operator.
       r->c.cur = 0;
@@ -711,10 +731,21 @@ struct Engine::Impl {
       }
       r->c = std::move(c).value();
       auto outs = store.outputs(op.id);
-      if (outs.ok()) {
-        for (auto& kv : outs.value())
-          r->c.outputs[kv.key()] = std::move(kv.value());
+      if (!outs.ok()) {
+        // Resumed without its states' outputs, the operation would read them as missing.
+        if (outs.status().code() == base::StatusCode::kUnavailable) {
+          reload_later(op.id, outs.status().message());
+          return;
+        }
+        LiveRun& ref = *r;
+        runs[op.id] = std::move(r);
+        stepper.fail_temp(ref, "", base::ErrorClass::kInvalid,
+                          "cannot read the operation's outputs: " + outs.status().message(), now());
+        flush(ref);
+        return;
       }
+      for (auto& kv : outs.value())
+        r->c.outputs[kv.key()] = std::move(kv.value());
     } else {
       r->c.cur = r->m->start;
     }

@@ -308,7 +308,8 @@ PgResult PgConn::run(const std::string& sql, const std::vector<PgArg>& args, boo
 void PgConn::exec(const char* sql) {
   ensure();
   PGresult* r = PQexec(c_, sql);
-  if (r == nullptr || PQresultStatus(r) != PGRES_COMMAND_OK)
+  if (r == nullptr ||
+      (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK))
     fail(r, std::string(sql).substr(0, 20));
   PQclear(r);
 }
@@ -368,8 +369,11 @@ void PgStore::bound_statements(PgConn& c) {
                ? static_cast<int64_t>(n)
                : int64_t{kStatementTimeoutMs};
   }();
-  if (c.run("SELECT current_setting('statement_timeout') = '0'").text(0, 0) == "t")
-    c.exec(("SET statement_timeout = " + std::to_string(ms)).c_str());
+  // One round trip; a value from the URL, the role, the database or the server's own
+  // configuration (any source but the built-in default) is kept, 0 included.
+  c.exec(("SELECT set_config('statement_timeout', '" + std::to_string(ms) +
+          "', false) FROM pg_settings WHERE name = 'statement_timeout' AND source = 'default'")
+             .c_str());
 }
 
 void PgStore::take_lock(PgConn& c) {
@@ -390,10 +394,7 @@ void PgStore::take_lock(PgConn& c) {
 }
 
 base::Status PgStore::init() {
-  return transaction(w_, [&] {
-    w_.exec("SET LOCAL statement_timeout = 0");  // a migration may take its time
-    return init_schema();
-  });
+  return transaction(w_, [&] { return init_schema(); });
 }
 
 // Inside init's transaction, under the schema lock: concurrent opens of a new database wait
@@ -407,6 +408,7 @@ base::Status PgStore::init_schema() {
              {std::to_string(kSchemaVersion)})
               .rows() > 0)
     return settle_key();
+  w_.exec("SET LOCAL statement_timeout = 0");  // a migration may take its time
   w_.run("SELECT pg_advisory_xact_lock($1::int, hashtext(current_schema()))", {kSchemaLock});
   w_.exec(kSchema);
   auto q = w_.run("SELECT value FROM meta WHERE key = 'schema_version'");

@@ -33,11 +33,11 @@ namespace engine::internal {
 // A failed statement: its SQLSTATE ("" when the connection itself failed; kRefused when
 // vnflow itself refused, e.g. another daemon holds the database).
 inline constexpr const char* kRefused = "vnflow-refused";
-// The writer's and the reader's statement_timeout when the session has none (the URL's
-// options, the role's or the database's settings win): a statement stuck on a lock that
-// another session holds gives up with kUnavailable instead of holding the API's request,
-// a CLI command or the daemon's commits for ever. A migration at open runs without it.
-// VNFLOW_PG_STATEMENT_TIMEOUT_MS (100 or more) replaces the default.
+// The writer's and the reader's statement_timeout when nothing set one (a value from the
+// URL's options, the role, the database or the server's configuration wins, 0 included): a
+// statement stuck on a lock that another session holds gives up with kUnavailable instead of
+// holding the API's request, a CLI command or the daemon's commits for ever. A migration at open
+// runs without it. VNFLOW_PG_STATEMENT_TIMEOUT_MS (100 or more) replaces the default.
 inline constexpr int kStatementTimeoutMs = 30000;
 
 class PgError : public std::runtime_error {
@@ -254,7 +254,7 @@ class PgStore : public Store {
   // Takes the database's lock (lock_: shared for a daemon, alone for a key rotation) in
   // `c`'s session, asking for up to 2 s; throws PgError (kRefused) when it is not given.
   void take_lock(PgConn& c);
-  // Sets kStatementTimeoutMs on a new session that has no statement_timeout of its own.
+  // Sets kStatementTimeoutMs on a new session whose statement_timeout nothing set.
   static void bound_statements(PgConn& c);
   base::Status settle_key();
   bool has_sealed_data();

@@ -268,6 +268,46 @@ TEST_CASE(
 
 namespace {
 
+// The store cannot serve a load now (a lock held by another session, a lost connection):
+// the first `busy` reads of an instance, a machine and an operation's outputs each answer
+// kUnavailable; the second commit fails, so the operation is loaded again from its cursor
+// (which reads its outputs).
+class BusyLoads : public FaultyStore {
+ public:
+  BusyLoads(engine::Store& s, int busy) : FaultyStore(s, 2), busy_(busy) {}
+  int instance_busy = 0, machine_busy = 0, outputs_busy = 0;
+  base::Result<engine::InstanceRecord> get_instance(std::string_view id) override {
+    return busy_now(instance_busy) ? busy() : FaultyStore::get_instance(id);
+  }
+  base::Result<std::string> get_machine(std::string_view digest) override {
+    return busy_now(machine_busy) ? busy() : FaultyStore::get_machine(digest);
+  }
+  base::Result<json::object> outputs(std::string_view op_id) override {
+    return busy_now(outputs_busy) ? busy() : FaultyStore::outputs(op_id);
+  }
+
+ private:
+  bool busy_now(int& n) const { return n < busy_ && ++n > 0; }
+  static base::Status busy() { return base::Status::Unavailable("database busy: injected"); }
+  int busy_;
+};
+
+}  // namespace
+
+TEST_CASE("a load the store cannot serve now is tried again at a later poll, never failed") {
+  Fixture f;
+  std::string op = f.request("instantiate", f.instantiate_request());
+  BusyLoads busy(*f.store, 2);
+  f.run(busy);
+  CHECK(busy.machine_busy == 2);
+  CHECK(busy.instance_busy == 2);
+  CHECK(busy.outputs_busy == 2);  // the reload after the failed commit read its outputs
+  CHECK(f.state(op) == OpState::kCompleted);
+  check_exactly_once(f, op);
+}
+
+namespace {
+
 // Fails (or throws from) the first apply() of a group of 8 batches or more: one the
 // executor commits on its committer thread.
 class LargeGroupFault : public vnflow_test::StoreWrapper {
