@@ -427,17 +427,12 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     // .../vnf_instances/api_versions is an instance's id.
     if (route_.ends_with("/api_versions") || !srv_.handler_pool)
       return send(answer(in), keep);
-    if (srv_.handler_pool && (method_ == "GET" || method_ == "HEAD") &&
-        internal::is_point_read(route_) && srv_.store.reads_never_wait()) {
-      std::optional<internal::HttpResponse> r;
-      {
-        engine::NoWaitReads scope;
-        r = answer(in, &scope);
-        if (scope.declined())
-          r.reset();
-      }
-      if (r)
-        return send(std::move(*r), keep);
+    if ((method_ == "GET" || method_ == "HEAD") && internal::is_point_read(route_) &&
+        srv_.store.reads_never_wait()) {
+      engine::NoWaitReads scope;
+      internal::HttpResponse r = answer(in, &scope);
+      if (!scope.declined())
+        return send(std::move(r), keep);
     }
     tcp().expires_never();
     net::post(*srv_.handler_pool, [self = this->shared_from_this(), in = std::move(in), keep] {
@@ -459,15 +454,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
         r = internal::problem_response(404, "Not Found", "this listener serves GET /metrics only");
       else
         r = srv_.router.handle(in);
-    } catch (const engine::WouldWait&) {
-      if (no_wait != nullptr && no_wait->declined())
-        return r;  // void: asked again on a handler thread
-      spdlog::error("api: request failed method={} error=\"a read declined out of its scope\"",
-                    in.method);
-      r = internal::problem_response(500, "Internal Server Error", "the request failed");
     } catch (const std::exception& e) {
+      // WouldWait, or a decline that travelled up as another exception: void, asked again
+      // on a handler thread. (WouldWait is thrown only by a scope it marks.)
       if (no_wait != nullptr && no_wait->declined())
-        return r;  // a decline that travelled up as another exception
+        return r;
       spdlog::error("api: request failed method={} error=\"{}\"", in.method, e.what());
       r = internal::problem_response(500, "Internal Server Error", "the request failed");
     }

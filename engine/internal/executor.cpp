@@ -719,15 +719,18 @@ struct Engine::Impl {
       flush(ref);
       return;
     }
+    // A stored operation that cannot be resumed: FAILED_TEMP, saying why.
+    auto cannot_resume = [&](const std::string& why) {
+      LiveRun& ref = *r;
+      runs[op.id] = std::move(r);
+      stepper.fail_temp(ref, "", base::ErrorClass::kInvalid, why, now());
+      flush(ref);
+    };
     if (op.cursor.is_object()) {
       auto c = Cursor::from_json(op.cursor);
       if (!c.ok()) {
         r->c.cur = r->m->start;
-        LiveRun& ref = *r;
-        runs[op.id] = std::move(r);
-        stepper.fail_temp(ref, "", base::ErrorClass::kInvalid, c.status().message(), now());
-        flush(ref);
-        return;
+        return cannot_resume(c.status().message());
       }
       r->c = std::move(c).value();
       auto outs = store.outputs(op.id);
@@ -737,12 +740,7 @@ struct Engine::Impl {
           reload_later(op.id, outs.status().message());
           return;
         }
-        LiveRun& ref = *r;
-        runs[op.id] = std::move(r);
-        stepper.fail_temp(ref, "", base::ErrorClass::kInvalid,
-                          "cannot read the operation's outputs: " + outs.status().message(), now());
-        flush(ref);
-        return;
+        return cannot_resume("cannot read the operation's outputs: " + outs.status().message());
       }
       for (auto& kv : outs.value())
         r->c.outputs[kv.key()] = std::move(kv.value());
