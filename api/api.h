@@ -27,6 +27,8 @@ namespace engine {
 class Store;
 struct PackageCheckOptions;
 struct NotifyOptions;
+struct OpRecord;
+using OpCreator = std::function<base::Status(const OpRecord&)>;  // as engine.h has it
 }  // namespace engine
 
 namespace api {
@@ -98,6 +100,10 @@ struct ServerOptions {
   // Called (on a server thread) after a request queued work for the engine (every 202):
   // the daemon reads its queue at once instead of at its next poll.
   std::function<void()> on_queued;
+  // How a lifecycle request's operation is committed (empty: Store::create_op). A daemon
+  // beside the API gives Daemon::start_op: the operation's first transition rides on the
+  // same commit, so the 202 means it has started.
+  engine::OpCreator create_op;
   // Where requests are counted (vnflow_api_requests_total by route pattern, method and
   // status) and timed; GET /metrics then serves every metric in Prometheus' text format,
   // with the API's own credentials. nullptr: neither. Not owned; outlives the server.

@@ -286,6 +286,7 @@ int main(int argc, char** argv) {
   so.auth = api::AuthMode::kNone;
   so.threads = threads;
   so.on_queued = [&daemon] { daemon.wake(); };
+  so.create_op = [&daemon](const engine::OpRecord& op) { return daemon.start_op(op); };
   api::Server server(store, so);
   if (auto s = server.start(); !s.ok()) {
     std::fprintf(stderr, "api_bench: %s\n", s.message().c_str());

@@ -55,7 +55,7 @@ print("%.3f"%total)'
 }
 echo "heat bench: $(date -u '+%Y-%m-%d %H:%M UTC'), tree $(git -C "$root" describe --always --dirty), $(nproc) CPUs, $rounds rounds"
 echo "$build_line"
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+wait_quiet
 vsum=0 hsum=0 csum=0
 for i in $(seq 1 "$rounds"); do
   inst=$("$vnflow" instance create --package "$pkg" --name "b$i")

@@ -29,3 +29,21 @@ option_of() {  # option_of BUILD_DIR NAME: a Meson option's value, as Python pri
   meson introspect --buildoptions "$1" | /usr/bin/python3 -c \
     'import json, sys; print(next((o["value"] for o in json.load(sys.stdin) if o["name"] == sys.argv[1]), ""))' "$2"
 }
+
+# wait_quiet [SECONDS]: waits (at most SECONDS, default $QUIET_WAIT or 180) until the 1-minute
+# load average is under 0.5, so the runs start on a quiet machine (the setup before them, a
+# build or VMs, raises it), then prints "load average before: ..." and whether it got there.
+# A figure taken while the load is higher is still printed, with that load beside it.
+wait_quiet() {
+  local limit=${1:-${QUIET_WAIT:-180}} waited=0 l
+  while l=$(cut -d' ' -f1 /proc/loadavg); (($(awk -v l="$l" 'BEGIN{print (l >= 0.5)}'))) &&
+    ((waited < limit)); do
+    sleep 5
+    waited=$((waited + 5))
+  done
+  if (($(awk -v l="$l" 'BEGIN{print (l < 0.5)}'))); then
+    echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) (quiet after ${waited} s)"
+  else
+    echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) (NOT quiet: still >= 0.5 after ${limit} s)"
+  fi
+}

@@ -12,7 +12,7 @@
 # Every run starts cold (no pooled session, no ssh master) and is checked: 10 log lines and
 # the payload's SHA-256 on every VM. Prints per-run times, medians, ratios and the floors
 # (issue 19): vnflow <= 1.0 x ssh_mux,  ansible / vnflow >= 10.
-# Usage: [VMS=N] bench/ssh.sh [REPS]   (default 3 runs on 4 VMs, at most 64; each method
+# Usage: [VMS=N] [QUIET_WAIT=S] bench/ssh.sh [REPS]   (default 3 runs on 4 VMs, at most 64; each method
 #   works on all VMs at once: vnflow's parallelism, ansible's forks; env CHECK_FLOORS=1:
 #   exit 3 when a floor fails)
 set -euo pipefail
@@ -27,7 +27,6 @@ bash tools/install-deps.sh --bench >/dev/null
 source bench/release_build.sh
 release_build "$root" 2>/dev/null   # build-release/: $vnflow, $build_line
 echo "$build_line"
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 T=$(mktemp -d /tmp/vnflow-bench-ssh.XXXXXX)
 export VNFLOW_VMS_DIR=$T/vms
@@ -185,6 +184,7 @@ run_ansible() {
     { tail -30 "$home/out.log" >&2; return 1; }
 }
 
+wait_quiet  # the VMs' setup above raised it
 declare -A times
 for rep in $(seq 1 "$REPS"); do
   for method in vnflow ssh_mux ansible; do

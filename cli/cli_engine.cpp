@@ -1139,6 +1139,7 @@ int cmd_daemon(const CommandSpec& spec, const Opts& o) {
   } unset{reloadable};
   if (ao) {
     ao->on_queued = [&daemon] { daemon.wake(); };
+    ao->create_op = [&daemon](const engine::OpRecord& op) { return daemon.start_op(op); };
     ao->metrics = &daemon.metrics();
     server.emplace(*daemon.store(), std::move(*ao));
     if (base::Status s = server->start(); !s.ok())

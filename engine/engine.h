@@ -152,16 +152,22 @@ struct Batch {
     std::string op_id, state, value;  // value: JSON text
     bool secret = false;              // sealed whole at rest (an action's secret_output)
   };
+  // An operation this batch creates (Engine::start): inserted first, as Store::create_op
+  // would (STARTING), so that the batch's OpWrite of it is its first transition, in the
+  // same transaction. Refused as create_op refuses (the instance has an operation that is
+  // not final): then nothing of the batch is written, `fenced` is set and `refused` says why.
+  std::optional<OpRecord> create;
   std::vector<OpWrite> ops;
   std::vector<EventRecord> events;
   std::vector<InstanceWrite> instances;
   std::vector<OutputWrite> outputs;
   // Set by Store::apply: the batch's operation was no longer active (forced to FAILED by an
-  // operator) or no longer held under the batch's epoch (another daemon took it over), so
-  // nothing of the batch was written; the rest of the group was.
+  // operator) or no longer held under the batch's epoch (another daemon took it over), or its
+  // `create` was refused, so nothing of the batch was written; the rest of the group was.
   mutable bool fenced = false;
+  mutable std::string refused;  // why `create` was refused ("" when it was not)
   bool empty() const {
-    return ops.empty() && events.empty() && instances.empty() && outputs.empty();
+    return !create && ops.empty() && events.empty() && instances.empty() && outputs.empty();
   }
 };
 
@@ -508,6 +514,17 @@ class Engine {
   // Something was queued (a request, a retry, a cancel): read the queue now rather than at
   // the next poll. Any thread; wakes that arrive while one is on its way are one read.
   void wake();
+  // Creates operation `op` (STARTING, no cursor, as request_operation builds it) and starts
+  // it: the row and its first transition (PROCESSING, claimed here, the op_processing event)
+  // go into the engine's next group commit together, and the call returns once that commit
+  // ended: a request waits for one commit, not for a commit, a poll and another commit.
+  // Refused as Store::create_op refuses, writing nothing. When this engine does not take new
+  // operations (not running, draining, a shared store, whose operations are claimed under a
+  // lease), it is Store::create_op, and a poll or wake() starts the operation. Any thread
+  // but the engine's.
+  base::Status start(const OpRecord& op);
+  // Whether start() takes operations now (run() is on, not draining, the store not shared).
+  bool takes_starts() const;
   EngineStats stats() const;
   // Called after every commit with the operations that reached a final or FAILED_TEMP
   // state (engine thread). For tests and `op wait` in-process.
@@ -614,9 +631,12 @@ base::Status normalize_vim_connections(Store& store, json::value& request, bool 
 // NOT_INSTANTIATED (Store::delete_instance).
 base::Status delete_instance(Store& store, std::string_view instance_id);
 
+// How a checked request's operation is committed: Store::create_op, or a running engine's
+// Engine::start (the operation's first transition in the same commit).
+using OpCreator = std::function<base::Status(const OpRecord&)>;
 base::Result<OpRecord> request_operation(Store& store, std::string_view instance_id,
                                          std::string_view operation, const json::value& request,
-                                         base::Diagnostics& diags);
+                                         base::Diagnostics& diags, const OpCreator& create = {});
 base::Result<OpRecord> retry_operation(Store& store, std::string_view op_id);
 base::Result<OpRecord> rollback_operation(Store& store, std::string_view op_id);
 // FAILED_TEMP -> FAILED; with `force`, any non-final state -> FAILED (an operation that keeps
@@ -866,6 +886,8 @@ class Daemon {
   EngineStats run();
   void stop(bool drain);  // any thread
   void wake();            // Engine::wake, when running; any thread
+  // Engine::start, or Store::create_op before start() succeeded (any thread).
+  base::Status start_op(const OpRecord& op);
   // After a successful start(): the open database, shared with a REST API beside the
   // engine (a Store is thread-safe). nullptr before.
   Store* store();

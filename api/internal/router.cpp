@@ -372,7 +372,7 @@ HttpResponse request_task(const Ctx& c, const std::string& id, const std::string
   else if (auto bad = parse_body(c.req, body))
     return *bad;
   base::Diagnostics diags;
-  auto op = engine::request_operation(c.store, id, operation, body, diags);
+  auto op = engine::request_operation(c.store, id, operation, body, diags, c.create_op);
   if (!op.ok())
     return from_status(op.status(), &diags);
   return accepted(c, op.value().id);
@@ -712,7 +712,7 @@ HttpResponse Router::handle(const HttpRequest& req) {
   if (!split_api_path(t.path, prefix, segs))
     return not_found(t);
   t.segs.assign(segs.begin(), segs.end());
-  Ctx c{store_, page_size_, on_queued_, req, t, prefix, *checks_, *notify_, packages_};
+  Ctx c{store_, page_size_, on_queued_, create_op_, req, t, prefix, *checks_, *notify_, packages_};
   HttpResponse r = prefix == kPkgm ? packages(c) : lcm(c);
   if (prefix != kPkgm)
     r.headers.emplace_back("Version", std::string(prefix == kLcm2 ? kLcm2Version : kLcmVersion));

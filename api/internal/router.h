@@ -47,6 +47,7 @@ struct Ctx {
   engine::Store& store;
   size_t page_size;
   const std::function<void()>& on_queued;
+  const engine::OpCreator& create_op;  // how a requested operation is committed
   const HttpRequest& req;
   const Target& t;
   std::string_view prefix;                    // /vnflcm/v1 or /vnfpkgm/v1
@@ -89,10 +90,11 @@ class Router {
  public:
   Router(engine::Store& store, size_t page_size, std::function<void()> on_queued = {},
          std::shared_ptr<const engine::PackageCheckOptions> checks = {},
-         std::shared_ptr<const engine::NotifyOptions> notify = {})
+         std::shared_ptr<const engine::NotifyOptions> notify = {}, engine::OpCreator create_op = {})
       : store_(store),
         page_size_(page_size),
         on_queued_(std::move(on_queued)),
+        create_op_(std::move(create_op)),
         checks_(checks ? std::move(checks) : std::make_shared<const engine::PackageCheckOptions>()),
         notify_(notify ? std::move(notify) : std::make_shared<const engine::NotifyOptions>()) {}
   HttpResponse handle(const HttpRequest& req);
@@ -101,6 +103,7 @@ class Router {
   engine::Store& store_;
   size_t page_size_;
   std::function<void()> on_queued_;
+  engine::OpCreator create_op_;
   std::shared_ptr<const engine::PackageCheckOptions> checks_;
   std::shared_ptr<const engine::NotifyOptions> notify_;
   engine::PackageIdentities packages_;

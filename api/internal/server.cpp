@@ -205,7 +205,7 @@ struct Server::Impl {
       : store(s),
         opt(std::move(o)),
         auth(opt),
-        router(s, opt.page_size, opt.on_queued, opt.package_checks, opt.notify),
+        router(s, opt.page_size, opt.on_queued, opt.package_checks, opt.notify, opt.create_op),
         ioc(opt.threads) {
     if (opt.metrics != nullptr) {
       opt.metrics->declare("vnflow_api_requests_total", base::Metrics::Type::kCounter,

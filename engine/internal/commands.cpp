@@ -353,7 +353,7 @@ base::Status delete_instance(Store& store, std::string_view instance_id) {
 
 base::Result<OpRecord> request_operation(Store& store, std::string_view instance_id,
                                          std::string_view operation, const json::value& request,
-                                         base::Diagnostics& diags) {
+                                         base::Diagnostics& diags, const OpCreator& create) {
   const workflows::OperationInfo* info = workflows::find_operation(operation);
   if (info == nullptr)
     return base::Status::InvalidArgument("unknown LCM operation \"" + std::string(operation) +
@@ -504,7 +504,7 @@ base::Result<OpRecord> request_operation(Store& store, std::string_view instance
   op.package_digest = m->package_digest;
   op.request = std::move(req);
   op.created_ms = now_ms();
-  s = store.create_op(op);
+  s = create ? create(op) : store.create_op(op);
   if (!s.ok())
     return s;
   return op;

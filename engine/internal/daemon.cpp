@@ -606,6 +606,14 @@ void Daemon::wake() {
     e->wake();
 }
 
+base::Status Daemon::start_op(const OpRecord& op) {
+  if (Engine* e = impl_->running.load())
+    return e->start(op);
+  if (impl_->store == nullptr)
+    return base::Status::Unavailable("the daemon has not opened its database");
+  return impl_->store->create_op(op);
+}
+
 Store* Daemon::store() {
   return impl_->engine ? impl_->store.get() : nullptr;
 }

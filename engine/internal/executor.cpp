@@ -8,6 +8,7 @@
 //     next one; concurrent Runs share commits;
 //   - a failed commit throws the Run away; it is reloaded from the store (its last commit)
 //     once its running actions have returned, and re-dispatches with the same keys.
+#include <condition_variable>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -39,7 +40,32 @@ using workflows::State;
 using workflows::StateKind;
 
 // The shell's part of a Run: its timer.
+// An Engine::start request: the caller's thread waits on it until the commit that creates
+// the operation ended, or until the engine thread said it does not take it.
+struct StartRequest {
+  enum class Phase { kQueued, kTaken, kDone, kNotTaken, kAbandoned };
+  OpRecord op;
+  std::mutex mu;
+  std::condition_variable cv;
+  Phase phase = Phase::kQueued;
+  base::Status status;
+  // kTaken -> kDone with `st` (any thread); false when it was answered already.
+  bool answer(base::Status st) {
+    std::lock_guard<std::mutex> l(mu);
+    if (phase != Phase::kTaken)
+      return false;
+    phase = Phase::kDone;
+    status = std::move(st);
+    cv.notify_all();
+    return true;
+  }
+};
+
 struct LiveRun : Run {
+  // A run Engine::start made: its first commit creates the operation (Batch::create) and
+  // answers the request; `creating` while that commit is on its way.
+  std::shared_ptr<StartRequest> start;
+  bool creating = false;
   std::unique_ptr<asio::steady_timer> timer;
   int64_t armed_at = 0;
   bool work_dir_made = false;  // the instance's work directory exists (made once per load)
@@ -86,6 +112,7 @@ struct Engine::Impl {
   struct Req {
     Batch batch;
     std::function<void(base::Status, bool fenced)> done;
+    std::shared_ptr<StartRequest> start;  // the request its Batch::create answers
   };
   // One transaction's batches, and how it ended.
   struct Group {
@@ -280,6 +307,15 @@ struct Engine::Impl {
       ptrs.push_back(&r.batch);
     auto started = std::chrono::steady_clock::now();
     base::Status st = store.apply(ptrs);
+    // The requests whose operations this group created hear it now, from the thread that
+    // committed (the engine thread may be busy stepping).
+    for (const auto& r : group.reqs) {
+      if (r.start)
+        r.start->answer(!st.ok() ? st
+                        : !r.batch.refused.empty()
+                            ? base::Status::FailedPrecondition(r.batch.refused)
+                            : base::Status::Ok());
+    }
     if (st.ok() && opt.on_commit)
       opt.on_commit();
     std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
@@ -359,9 +395,57 @@ struct Engine::Impl {
     }
   }
 
-  void submit(Batch b, std::function<void(base::Status, bool)> done) {
-    queue.push_back({std::move(b), std::move(done)});
+  void submit(Batch b, std::function<void(base::Status, bool)> done,
+              std::shared_ptr<StartRequest> start = nullptr) {
+    queue.push_back({std::move(b), std::move(done), std::move(start)});
     schedule_commit();
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Engine::start: a new operation created in the commit of its first transition
+
+  std::atomic<bool> accepting{false};  // run() is on, the store not shared, not stopping
+  std::mutex starts_mu;
+  std::set<std::shared_ptr<StartRequest>> starts;  // asked, not yet answered
+
+  // On the engine thread.
+  void start_new(const std::shared_ptr<StartRequest>& s) {
+    {
+      std::lock_guard<std::mutex> l(s->mu);
+      if (s->phase != StartRequest::Phase::kQueued)
+        return;  // given up by its caller meanwhile
+      if (stopping || shared()) {
+        s->phase = StartRequest::Phase::kNotTaken;
+        s->cv.notify_all();
+        return;
+      }
+      s->phase = StartRequest::Phase::kTaken;
+    }
+    load(s->op, s);
+  }
+
+  // Once the engine thread ended: requests it never took are created the usual way by
+  // their callers; one it took and did not answer (its run dropped before the commit) is
+  // answered with what the store holds.
+  void answer_leftover_starts() {
+    std::set<std::shared_ptr<StartRequest>> left;
+    {
+      std::lock_guard<std::mutex> l(starts_mu);
+      left = starts;
+    }
+    for (const auto& s : left) {
+      std::unique_lock<std::mutex> l(s->mu);
+      if (s->phase == StartRequest::Phase::kQueued) {
+        s->phase = StartRequest::Phase::kNotTaken;
+        s->cv.notify_all();
+      } else if (s->phase == StartRequest::Phase::kTaken) {
+        l.unlock();
+        auto op = store.get_op(s->op.id);
+        s->answer(op.ok() ? base::Status::Ok()
+                          : base::Status::Unavailable("the daemon stopped before operation " +
+                                                      s->op.id + " was recorded; not created"));
+      }
+    }
   }
 
   // -------------------------------------------------------------------------------------
@@ -409,13 +493,22 @@ struct Engine::Impl {
     r.set_error = false;
     r.dirty = false;
     r.committing = true;
+    std::shared_ptr<StartRequest> start = std::move(r.start);
+    r.start = nullptr;
+    if (start) {
+      b.create = start->op;
+      r.creating = true;
+    }
     std::vector<int> starts = std::move(r.to_start);
     r.to_start.clear();
     std::string id = r.id;
     uint64_t gen = r.gen;
-    submit(std::move(b), [this, id, gen, starts = std::move(starts)](base::Status st, bool fenced) {
-      on_committed(id, gen, starts, st, fenced);
-    });
+    submit(
+        std::move(b),
+        [this, id, gen, starts = std::move(starts)](base::Status st, bool fenced) {
+          on_committed(id, gen, starts, st, fenced);
+        },
+        std::move(start));
   }
 
   void on_committed(const std::string& id, uint64_t gen, const std::vector<int>& starts,
@@ -426,6 +519,21 @@ struct Engine::Impl {
     LiveRun& r = *itr->second;
     r.committing = false;
     base::LogFields f{{"op_id", r.id}, {"instance_id", r.instance_id}, {"operation", r.operation}};
+    if (r.creating) {
+      r.creating = false;
+      if (!st.ok() || fenced) {
+        // Not created (refused, or the commit failed): its request was told why; there is
+        // nothing to reload.
+        runs.erase(itr);
+        known.erase(id);
+        {
+          std::lock_guard<std::mutex> l(stats_mu);
+          stats.running_ops = runs.size();
+        }
+        maybe_idle();
+        return;
+      }
+    }
     if (!st.ok()) {
       note_commit_failure(id, st);
       drop_and_reload(id);
@@ -676,7 +784,9 @@ struct Engine::Impl {
     return m.value();
   }
 
-  void load(const OpRecord& op) {
+  // `start`: an operation Engine::start asked for, not in the store yet; its first commit
+  // creates it, and a failure to load it answers the request instead of failing it.
+  void load(const OpRecord& op, const std::shared_ptr<StartRequest>& start = nullptr) {
     if (known.count(op.id))
       return;
     known.insert(op.id);
@@ -700,6 +810,14 @@ struct Engine::Impl {
     auto inst = store.get_instance(op.instance_id);
     if (inst.ok())
       r->instance = inst.value().record;
+    if (start && (busy || r->m == nullptr || !inst.ok())) {
+      known.erase(op.id);
+      start->answer(!inst.ok() ? inst.status()
+                    : busy     ? base::Status::Unavailable(err)
+                           : base::Status::Internal("cannot load the operation's machine: " + err));
+      return;
+    }
+    r->start = start;
     if (busy || (!inst.ok() && inst.status().code() == base::StatusCode::kUnavailable)) {
       // The store cannot answer now (a lock held elsewhere, a lost connection): loaded again
       // at a later poll, never failed for it.
@@ -890,8 +1008,11 @@ void Engine::run() {
     impl_->poll(true);
     impl_->schedule_poll();
   });
+  impl_->accepting = !impl_->shared() && !impl_->stopping;
   impl_->io.run();
+  impl_->accepting = false;
   impl_->io.restart();
+  impl_->answer_leftover_starts();
   impl_->release();
 }
 
@@ -909,13 +1030,17 @@ void Engine::run_until_idle() {
     impl_->poll(true);
     impl_->schedule_poll();
   });
+  impl_->accepting = !impl_->shared() && !impl_->stopping;
   impl_->io.run();
+  impl_->accepting = false;
   impl_->io.restart();
   impl_->poll_timer.cancel();
+  impl_->answer_leftover_starts();
   impl_->release();
 }
 
 void Engine::stop(bool drain) {
+  impl_->accepting = false;
   if (!drain)
     impl_->hard_stop = true;
   asio::post(impl_->io, [this] {
@@ -932,6 +1057,44 @@ void Engine::wake() {
     if (!impl_->stopping)
       impl_->poll(false);
   });
+}
+
+base::Status Engine::start(const OpRecord& op) {
+  Impl& e = *impl_;
+  auto s = std::make_shared<StartRequest>();
+  s->op = op;
+  {
+    std::lock_guard<std::mutex> l(e.starts_mu);
+    if (!e.accepting)
+      return e.store.create_op(op);
+    e.starts.insert(s);
+  }
+  asio::post(e.io, [&e, s] { e.start_new(s); });
+  StartRequest::Phase phase;
+  base::Status st;
+  {
+    std::unique_lock<std::mutex> l(s->mu);
+    // Taken by the engine thread within seconds, or given up (a stuck or stopped engine
+    // thread) and created the usual way; once taken, its commit (or the engine's end)
+    // answers.
+    if (!s->cv.wait_for(l, std::chrono::seconds(5),
+                        [&] { return s->phase != StartRequest::Phase::kQueued; }))
+      s->phase = StartRequest::Phase::kAbandoned;
+    s->cv.wait(l, [&] { return s->phase != StartRequest::Phase::kTaken; });
+    phase = s->phase;
+    st = s->status;
+  }
+  {
+    std::lock_guard<std::mutex> l(e.starts_mu);
+    e.starts.erase(s);
+  }
+  if (phase != StartRequest::Phase::kDone)
+    return e.store.create_op(op);  // a poll or a wake starts it
+  return st;
+}
+
+bool Engine::takes_starts() const {
+  return impl_->accepting;
 }
 
 EngineStats Engine::stats() const {

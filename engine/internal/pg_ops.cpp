@@ -132,9 +132,20 @@ base::Status PgStore::apply_rows(const std::vector<const Batch*>& batches) {
   std::lock_guard lock(wmu_);
   return transaction(w_, [&] {
     int64_t now = now_ms();
+    bool created = false;
     for (const Batch* b : batches) {
       b->fenced = false;
+      b->refused.clear();
       int64_t epoch = 0;
+      if (b->create) {
+        // Checked first: a refused create leaves nothing of its batch behind.
+        b->refused = insert_op(*b->create);
+        if (!b->refused.empty()) {
+          b->fenced = true;
+          continue;
+        }
+        created = true;
+      }
       for (const auto& o : b->ops) {
         std::optional<std::string> cursor;
         if (o.cursor)
@@ -190,7 +201,7 @@ base::Status PgStore::apply_rows(const std::vector<const Batch*>& batches) {
                 sealer_.sealed_text(i.record, "instance/" + i.instance_id)});
       }
     }
-    if (settles_op(batches))
+    if (created || settles_op(batches))
       notify(w_, kChangeChannel);
     return base::Status::Ok();
   });
@@ -226,13 +237,15 @@ base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
   std::unordered_set<std::string> seen;
   size_t writes = 0;
   bool twice = false;
+  bool creates = false;
   for (const Batch* b : batches) {
+    creates = creates || b->create.has_value();
     for (const auto& o : b->ops) {
       ++writes;
       twice = twice || !seen.insert(o.op_id).second;
     }
   }
-  if (twice || writes <= 1)
+  if (twice || writes <= 1 || creates)  // a create is checked, and may be refused, row by row
     return apply_rows(batches);
   std::lock_guard lock(wmu_);
   return transaction(w_, [&] {
@@ -332,29 +345,33 @@ base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
   });
 }
 
+std::string PgStore::insert_op(const OpRecord& rec) {
+  // The instance's row lock orders concurrent requests for one instance (from any process);
+  // ops_one_open stays the last word.
+  w_.run("SELECT 1 FROM instances WHERE id = $1 FOR UPDATE", {rec.instance_id});
+  auto open = w_.run(
+      std::string("SELECT id, state, operation FROM ops WHERE instance_id = $1 AND ") + kOpenIn,
+      {rec.instance_id});
+  if (open.rows() > 0)
+    return "VNF instance " + rec.instance_id + " already has operation " + open.text(0, 0) + " (" +
+           open.text(0, 2) + ") in " + open.text(0, 1) + "; one operation at a time per instance";
+  w_.run(std::string("INSERT INTO ops(") + kOpColumns +
+             ") VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, 0, 0, $10, $10, 0)",
+         {rec.id, rec.instance_id, rec.operation, std::string(to_string(rec.state)),
+          rec.machine_digest, rec.package_digest,
+          sealer_.sealed_text(rec.request, "op/" + rec.id + "/request"),
+          rec.error.is_null() ? PgArg(std::nullopt) : PgArg(json::serialize(rec.error)),
+          rec.cursor.is_null() ? PgArg(std::nullopt)
+                               : PgArg(sealer_.sealed_text(rec.cursor, "op/" + rec.id + "/cursor")),
+          rec.created_ms});
+  return std::string();
+}
+
 base::Status PgStore::create_op(const OpRecord& rec) {
   std::lock_guard lock(wmu_);
   return transaction(w_, [&] {
-    // The instance's row lock orders concurrent requests for one instance (from any
-    // process); ops_one_open stays the last word.
-    w_.run("SELECT 1 FROM instances WHERE id = $1 FOR UPDATE", {rec.instance_id});
-    auto open = w_.run(
-        std::string("SELECT id, state, operation FROM ops WHERE instance_id = $1 AND ") + kOpenIn,
-        {rec.instance_id});
-    if (open.rows() > 0)
-      return base::Status::FailedPrecondition(
-          "VNF instance " + rec.instance_id + " already has operation " + open.text(0, 0) + " (" +
-          open.text(0, 2) + ") in " + open.text(0, 1) + "; one operation at a time per instance");
-    w_.run(
-        std::string("INSERT INTO ops(") + kOpColumns +
-            ") VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, 0, 0, $10, $10, 0)",
-        {rec.id, rec.instance_id, rec.operation, std::string(to_string(rec.state)),
-         rec.machine_digest, rec.package_digest,
-         sealer_.sealed_text(rec.request, "op/" + rec.id + "/request"),
-         rec.error.is_null() ? PgArg(std::nullopt) : PgArg(json::serialize(rec.error)),
-         rec.cursor.is_null() ? PgArg(std::nullopt)
-                              : PgArg(sealer_.sealed_text(rec.cursor, "op/" + rec.id + "/cursor")),
-         rec.created_ms});
+    if (std::string why = insert_op(rec); !why.empty())
+      return base::Status::FailedPrecondition(why);
     notify(w_, kQueueChannel);
     notify(w_, kChangeChannel);
     return base::Status::Ok();

@@ -48,6 +48,15 @@ base::Status SqliteStore::apply(const std::vector<const Batch*>& batches) {
       int64_t now = now_ms();
       for (const Batch* b : batches) {
         b->fenced = false;
+        b->refused.clear();
+        if (b->create) {
+          // Checked first: a refused create leaves nothing of its batch behind.
+          b->refused = insert_op_locked(*b->create);
+          if (!b->refused.empty()) {
+            b->fenced = true;
+            continue;
+          }
+        }
         for (const auto& o : b->ops) {
           bool full = o.state || o.owner;
           auto& st = full ? *upd_op_ : *upd_op_plain_;
@@ -154,45 +163,48 @@ base::Status SqliteStore::apply(const std::vector<const Batch*>& batches) {
   });
 }
 
+std::string SqliteStore::insert_op_locked(const OpRecord& rec) {
+  SQLite::Statement open(
+      w_, std::string("SELECT id, state, operation FROM ops WHERE instance_id = ? AND ") + kOpen);
+  open.bind(1, rec.instance_id);
+  if (open.executeStep())
+    return "VNF instance " + rec.instance_id + " already has operation " +
+           open.getColumn(0).getString() + " (" + open.getColumn(2).getString() + ") in " +
+           open.getColumn(1).getString() + "; one operation at a time per instance";
+  // num here, not by the trigger ops_number: its UPDATE would cost every creation a write.
+  SQLite::Statement ins(w_, std::string("INSERT INTO ops(") + kOpColumns +
+                                ", num) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, 0, ?, ?, " +
+                                kNextOpNum + ")");
+  ins.bind(1, rec.id);
+  ins.bind(2, rec.instance_id);
+  ins.bind(3, rec.operation);
+  ins.bind(4, std::string(to_string(rec.state)));
+  ins.bind(5, rec.machine_digest);
+  ins.bind(6, rec.package_digest);
+  ins.bind(7, sealed_text(rec.request, "op/" + rec.id + "/request"));
+  if (rec.error.is_null())
+    ins.bind(8);
+  else
+    ins.bind(8, json::serialize(rec.error));
+  if (rec.cursor.is_null())
+    ins.bind(9);
+  else
+    ins.bind(9, sealed_text(rec.cursor, "op/" + rec.id + "/cursor"));
+  ins.bind(10, static_cast<int64_t>(rec.created_ms));
+  ins.bind(11, static_cast<int64_t>(rec.created_ms));
+  ins.exec();
+  return std::string();
+}
+
 base::Status SqliteStore::create_op(const OpRecord& rec) {
   std::lock_guard lock(wmu_);
   return guard([&] {
     w_.exec("BEGIN IMMEDIATE");
     try {
-      SQLite::Statement open(
-          w_,
-          std::string("SELECT id, state, operation FROM ops WHERE instance_id = ? AND ") + kOpen);
-      open.bind(1, rec.instance_id);
-      if (open.executeStep()) {
-        std::string msg = "VNF instance " + rec.instance_id + " already has operation " +
-                          open.getColumn(0).getString() + " (" + open.getColumn(2).getString() +
-                          ") in " + open.getColumn(1).getString() +
-                          "; one operation at a time per instance";
+      if (std::string why = insert_op_locked(rec); !why.empty()) {
         w_.exec("ROLLBACK");
-        return base::Status::FailedPrecondition(msg);
+        return base::Status::FailedPrecondition(why);
       }
-      // num here, not by the trigger ops_number: its UPDATE would cost every creation a write.
-      SQLite::Statement ins(w_, std::string("INSERT INTO ops(") + kOpColumns +
-                                    ", num) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, 0, ?, ?, " +
-                                    kNextOpNum + ")");
-      ins.bind(1, rec.id);
-      ins.bind(2, rec.instance_id);
-      ins.bind(3, rec.operation);
-      ins.bind(4, std::string(to_string(rec.state)));
-      ins.bind(5, rec.machine_digest);
-      ins.bind(6, rec.package_digest);
-      ins.bind(7, sealed_text(rec.request, "op/" + rec.id + "/request"));
-      if (rec.error.is_null())
-        ins.bind(8);
-      else
-        ins.bind(8, json::serialize(rec.error));
-      if (rec.cursor.is_null())
-        ins.bind(9);
-      else
-        ins.bind(9, sealed_text(rec.cursor, "op/" + rec.id + "/cursor"));
-      ins.bind(10, static_cast<int64_t>(rec.created_ms));
-      ins.bind(11, static_cast<int64_t>(rec.created_ms));
-      ins.exec();
       w_.exec("COMMIT");
     } catch (...) {
       rollback_quietly();

@@ -583,6 +583,212 @@ TEST_CASE("the store refuses a second open operation on an instance") {
   CHECK(second.status().message().find(op) != std::string::npos);
 }
 
+// Counts what reaches the store: the batches that create an operation, and create_op calls.
+class CreateSpy : public vnflow_test::StoreWrapper {
+ public:
+  using StoreWrapper::StoreWrapper;
+  std::mutex mu;
+  std::vector<engine::Batch> creating;  // copies of the batches with a create
+  int create_ops = 0;
+  base::Status apply(const std::vector<const engine::Batch*>& b) override {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      for (const engine::Batch* x : b)
+        if (x->create)
+          creating.push_back(*x);
+    }
+    return StoreWrapper::apply(b);
+  }
+  base::Status create_op(const engine::OpRecord& rec) override {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      ++create_ops;
+    }
+    return StoreWrapper::create_op(rec);
+  }
+};
+
+// Waits (at most 30 s) until `op` is final or FAILED_TEMP; its state.
+OpState wait_settled(engine::Store& s, const std::string& op) {
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < give_up) {
+    auto r = s.get_op(op);
+    if (r.ok() && !engine::is_active(r.value().state))
+      return r.value().state;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return s.get_op(op).value().state;
+}
+
+// Until run() takes operations (at most 10 s; a shared store's engine never does).
+void wait_until_running(engine::Engine& e) {
+  if (vnflow_test::on_postgres()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return;
+  }
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!e.takes_starts() && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(e.takes_starts());
+}
+
+// An Engine running on `store` in a thread of its own, and requests that go through its
+// start(), as the REST API's do beside a daemon.
+struct RunningEngine {
+  engine::Engine e;
+  std::thread t;
+  RunningEngine(engine::Store& store, Fixture& f) : e(store, f.registry(), f.options()) {
+    t = std::thread([this] { e.run(); });
+    wait_until_running(e);
+  }
+  ~RunningEngine() { stop(); }
+  void stop() {
+    if (t.joinable()) {
+      e.stop();
+      t.join();
+    }
+  }
+  base::Result<engine::OpRecord> request(engine::Store& store, Fixture& f) {
+    base::Diagnostics diags;
+    return engine::request_operation(store, f.instance_id, "instantiate", f.instantiate_request(),
+                                     diags,
+                                     [this](const engine::OpRecord& op) { return e.start(op); });
+  }
+};
+
+TEST_CASE("Engine::start: the request's operation and its first transition are one commit") {
+  Fixture f;
+  f.effects->fail_first["instantiate_end.count"] = 1;  // no retry policy: it stays open
+  CreateSpy spy(*f.store);
+  RunningEngine run(spy, f);
+  engine::Engine& e = run.e;
+  auto r = run.request(spy, f);
+  INFO(r.status().to_string());
+  REQUIRE(r.ok());
+  const std::string id = r.value().id;
+  if (vnflow_test::on_postgres()) {
+    // A shared store's operations are claimed under a lease: start is create_op, and the
+    // engine's poll starts the operation.
+    CHECK(spy.create_ops == 1);
+    CHECK(spy.creating.empty());
+  } else {
+    // When the request returns, the operation is stored past STARTING, claimed, and its
+    // history begins: nothing went through create_op and a poll.
+    auto stored = f.store->get_op(id);
+    REQUIRE(stored.ok());
+    CHECK(stored.value().state != OpState::kStarting);
+    auto hist = f.store->history(id);
+    REQUIRE(hist.ok());
+    REQUIRE_FALSE(hist.value().empty());
+    CHECK(hist.value()[0].kind == "op_processing");
+    {
+      std::lock_guard<std::mutex> l(spy.mu);
+      CHECK(spy.create_ops == 0);
+      REQUIRE(spy.creating.size() == 1);
+      const engine::Batch& b = spy.creating[0];
+      CHECK(b.create->id == id);
+      REQUIRE(b.ops.size() == 1);
+      CHECK(b.ops[0].op_id == id);
+      CHECK(b.ops[0].state == OpState::kProcessing);
+      REQUIRE_FALSE(b.events.empty());
+      CHECK(b.events[0].kind == "op_processing");
+    }
+  }
+  // Another operation for the instance, past request_operation's own check: the commit
+  // refuses it, naming the open one, and writes nothing of it.
+  REQUIRE(wait_settled(*f.store, id) == OpState::kFailedTemp);
+  engine::OpRecord other = r.value();
+  other.id = engine::new_id();
+  other.state = OpState::kStarting;
+  auto refused = e.start(other);
+  CHECK(refused.code() == base::StatusCode::kFailedPrecondition);
+  CHECK(refused.message().find(id) != std::string::npos);
+  CHECK(f.store->get_op(other.id).status().code() == base::StatusCode::kNotFound);
+  CHECK(f.store->history(other.id).value().empty());
+  REQUIRE(engine::retry_operation(*f.store, id).ok());
+  e.wake();
+  CHECK(wait_settled(*f.store, id) == OpState::kCompleted);
+  check_exactly_once(f, id);
+  run.stop();
+  // An engine that is not running takes no operation: it is create_op, left STARTING for
+  // the next daemon.
+  other.id = engine::new_id();
+  REQUIRE(e.start(other).ok());
+  CHECK(f.state(other.id) == OpState::kStarting);
+  CHECK(spy.create_ops == (vnflow_test::on_postgres() ? 3 : 1));
+}
+
+TEST_CASE("Store::apply: a batch that creates an operation, or is refused and writes nothing") {
+  Fixture f;
+  auto i2 = engine::create_instance(*f.store, f.package_id, "second", "");
+  REQUIRE(i2.ok());
+  // Two operations requested the usual way give a real machine digest and request.
+  std::string queued = f.request("instantiate", f.instantiate_request());
+  engine::OpRecord proto = f.store->get_op(queued).value();
+  auto make = [&](const std::string& instance) {
+    engine::OpRecord op = proto;
+    op.id = engine::new_id();
+    op.instance_id = instance;
+    op.state = OpState::kStarting;
+    op.cursor = nullptr;
+    op.created_ms = engine::now_ms();
+    engine::Batch b;
+    b.create = op;
+    engine::Batch::OpWrite w;
+    w.op_id = op.id;
+    w.state = OpState::kProcessing;
+    w.owner = "test-daemon";
+    w.cursor = "{}";
+    b.ops.push_back(w);
+    engine::EventRecord e;
+    e.op_id = op.id;
+    e.seq = 1;
+    e.at_ms = op.created_ms;
+    e.kind = "op_processing";
+    b.events.push_back(e);
+    return b;
+  };
+  engine::Batch refused = make(f.instance_id);  // `queued` is open there
+  engine::Batch created = make(i2.value().id);
+  REQUIRE(f.store->apply({&refused, &created}).ok());
+  CHECK(refused.fenced);
+  CHECK(refused.refused.find(queued) != std::string::npos);
+  CHECK(f.store->get_op(refused.create->id).status().code() == base::StatusCode::kNotFound);
+  CHECK(f.store->history(refused.create->id).value().empty());
+  CHECK_FALSE(created.fenced);
+  CHECK(created.refused.empty());
+  auto got = f.store->get_op(created.create->id);
+  REQUIRE(got.ok());
+  CHECK(got.value().state == OpState::kProcessing);
+  CHECK(got.value().owner == "test-daemon");
+  auto hist = f.store->history(created.create->id);
+  REQUIRE(hist.ok());
+  REQUIRE(hist.value().size() == 1);
+  CHECK(hist.value()[0].kind == "op_processing");
+  f.store.reset();  // a history made by hand, not by a run of the engine: not replayed
+}
+
+TEST_CASE("Engine::start: a failed commit answers the error and leaves no operation") {
+  if (vnflow_test::on_postgres())
+    return;  // a shared store's engine takes no start: create_op (the test above)
+  Fixture f;
+  FaultyStore faulty(*f.store, 1);  // the first commit is the operation's creation
+  RunningEngine run(faulty, f);
+  auto r = run.request(faulty, f);
+  CHECK(r.status().code() == base::StatusCode::kUnavailable);
+  CHECK(r.status().message().find("injected commit failure") != std::string::npos);
+  auto ops = f.store->list_ops({f.instance_id, std::nullopt, 10});
+  REQUIRE(ops.ok());
+  CHECK(ops.value().empty());
+  // The engine goes on: the same request again is created, started and completed.
+  auto again = run.request(faulty, f);
+  INFO(again.status().to_string());
+  REQUIRE(again.ok());
+  CHECK(wait_settled(*f.store, again.value().id) == OpState::kCompleted);
+  run.stop();
+  CHECK(faulty.applies >= 2);
+}
+
 TEST_CASE("a cancel requested before the daemon runs the operation stops it before any step") {
   Fixture f;
   std::string op = f.request("instantiate", f.instantiate_request());
