@@ -9,6 +9,7 @@
 #   BENCH_BUILD=DIR                  the release build folder (default build-release)
 #   BENCH_DIR=/tmp/vnflow-api-bench  the database and work folders
 #   CHECK_FLOORS=1                   exit 3 if a floor check fails (default: report only)
+#   QUIET_WAIT=S                     wait at most S s for a load average under 0.5 (180)
 # Extra options go to the program: --clients C --secs S --ops N --threads T.
 set -euo pipefail
 export LC_ALL=C
@@ -28,5 +29,6 @@ args=(--root "$root" --dir "$BENCH_DIR")
 echo "api bench: $(date -u '+%Y-%m-%d %H:%M UTC'), tree $(git -C "$root" describe --always --dirty 2>/dev/null || echo '?')," \
   "$(nproc) CPUs; uptime: $(uptime)"
 echo "$build_line"
+wait_quiet  # the build above raised it (QUIET_WAIT=S: at most S seconds, default 180)
 "$build/bench/api_bench" "${args[@]}" "$@"
 rm -rf "$BENCH_DIR"

@@ -154,8 +154,9 @@ struct Batch {
   };
   // An operation this batch creates (Engine::start): inserted first, as Store::create_op
   // would (STARTING), so that the batch's OpWrite of it is its first transition, in the
-  // same transaction. Refused as create_op refuses (the instance has an operation that is
-  // not final): then nothing of the batch is written, `fenced` is set and `refused` says why.
+  // same transaction. Refused as create_op refuses (the instance is gone: kNotFound; it has
+  // an operation that is not final: kFailedPrecondition): then nothing of the batch is
+  // written, `fenced` is set and `refused` says why.
   std::optional<OpRecord> create;
   std::vector<OpWrite> ops;
   std::vector<EventRecord> events;
@@ -165,7 +166,7 @@ struct Batch {
   // operator) or no longer held under the batch's epoch (another daemon took it over), or its
   // `create` was refused, so nothing of the batch was written; the rest of the group was.
   mutable bool fenced = false;
-  mutable std::string refused;  // why `create` was refused ("" when it was not)
+  mutable base::Status refused;  // why `create` was refused (Ok when it was not)
   bool empty() const {
     return !create && ops.empty() && events.empty() && instances.empty() && outputs.empty();
   }

@@ -283,14 +283,7 @@ struct Engine::Impl {
     // that come meanwhile (they form the next group).
     commit_in_flight = true;
     committer.push([this, group] {
-      try {
-        apply_group(*group);
-      } catch (const std::exception& e) {  // a Store must not throw; if one does, the
-        group->status =                    // group failed and the engine goes on
-            base::Status::Internal(std::string("commit: ") + e.what());
-      } catch (...) {
-        group->status = base::Status::Internal("commit: an unknown exception");
-      }
+      apply_group(*group);
       asio::post(io, [this, group] {
         commit_in_flight = false;
         commit_done(*group);
@@ -306,15 +299,24 @@ struct Engine::Impl {
     for (const auto& r : group.reqs)
       ptrs.push_back(&r.batch);
     auto started = std::chrono::steady_clock::now();
-    base::Status st = store.apply(ptrs);
+    base::Status st;
+    try {
+      st = store.apply(ptrs);
+    } catch (const std::exception& e) {  // a Store must not throw; if one does, the group
+      st = base::Status::Internal(std::string("commit: ") + e.what());  // failed, and the
+    } catch (...) {                                                     // engine goes on
+      st = base::Status::Internal("commit: an unknown exception");
+    }
     // The requests whose operations this group created hear it now, from the thread that
-    // committed (the engine thread may be busy stepping).
+    // committed (the engine thread may be busy stepping). A failure the store reports after
+    // the commit landed (an error at its very end) is told apart by reading the row back.
     for (const auto& r : group.reqs) {
-      if (r.start)
-        r.start->answer(!st.ok() ? st
-                        : !r.batch.refused.empty()
-                            ? base::Status::FailedPrecondition(r.batch.refused)
-                            : base::Status::Ok());
+      if (!r.start)
+        continue;
+      if (st.ok())
+        r.start->answer(r.batch.refused);
+      else
+        r.start->answer(store.get_op(r.batch.create->id).ok() ? base::Status::Ok() : st);
     }
     if (st.ok() && opt.on_commit)
       opt.on_commit();
@@ -424,6 +426,19 @@ struct Engine::Impl {
     load(s->op, s);
   }
 
+  // While run() runs the engine thread: start() takes operations; at its end, however it
+  // ends (an exception out of a handler too), the requests left are answered.
+  struct Accepting {
+    Impl& i;
+    explicit Accepting(Impl& impl) : i(impl) { i.accepting = !i.shared() && !i.stopping; }
+    ~Accepting() {
+      i.accepting = false;
+      i.answer_leftover_starts();
+    }
+    Accepting(const Accepting&) = delete;
+    Accepting& operator=(const Accepting&) = delete;
+  };
+
   // Once the engine thread ended: requests it never took are created the usual way by
   // their callers; one it took and did not answer (its run dropped before the commit) is
   // answered with what the store holds.
@@ -521,9 +536,10 @@ struct Engine::Impl {
     base::LogFields f{{"op_id", r.id}, {"instance_id", r.instance_id}, {"operation", r.operation}};
     if (r.creating) {
       r.creating = false;
-      if (!st.ok() || fenced) {
-        // Not created (refused, or the commit failed): its request was told why; there is
-        // nothing to reload.
+      // Not created (refused, or the commit failed and the row is not there): its request
+      // was told why; there is nothing to reload. A failed commit that left the row is
+      // reloaded from it as any other.
+      if (fenced || (!st.ok() && !store.get_op(id).ok())) {
         runs.erase(itr);
         known.erase(id);
         {
@@ -1008,11 +1024,11 @@ void Engine::run() {
     impl_->poll(true);
     impl_->schedule_poll();
   });
-  impl_->accepting = !impl_->shared() && !impl_->stopping;
-  impl_->io.run();
-  impl_->accepting = false;
+  {
+    Impl::Accepting taking(*impl_);
+    impl_->io.run();
+  }
   impl_->io.restart();
-  impl_->answer_leftover_starts();
   impl_->release();
 }
 
@@ -1030,12 +1046,12 @@ void Engine::run_until_idle() {
     impl_->poll(true);
     impl_->schedule_poll();
   });
-  impl_->accepting = !impl_->shared() && !impl_->stopping;
-  impl_->io.run();
-  impl_->accepting = false;
+  {
+    Impl::Accepting taking(*impl_);
+    impl_->io.run();
+  }
   impl_->io.restart();
   impl_->poll_timer.cancel();
-  impl_->answer_leftover_starts();
   impl_->release();
 }
 
@@ -1063,12 +1079,15 @@ base::Status Engine::start(const OpRecord& op) {
   Impl& e = *impl_;
   auto s = std::make_shared<StartRequest>();
   s->op = op;
+  bool taking;
   {
     std::lock_guard<std::mutex> l(e.starts_mu);
-    if (!e.accepting)
-      return e.store.create_op(op);
-    e.starts.insert(s);
+    taking = e.accepting;
+    if (taking)
+      e.starts.insert(s);
   }
+  if (!taking)
+    return e.store.create_op(op);
   asio::post(e.io, [&e, s] { e.start_new(s); });
   StartRequest::Phase phase;
   base::Status st;

@@ -135,12 +135,12 @@ base::Status PgStore::apply_rows(const std::vector<const Batch*>& batches) {
     bool created = false;
     for (const Batch* b : batches) {
       b->fenced = false;
-      b->refused.clear();
+      b->refused = base::Status::Ok();
       int64_t epoch = 0;
       if (b->create) {
         // Checked first: a refused create leaves nothing of its batch behind.
         b->refused = insert_op(*b->create);
-        if (!b->refused.empty()) {
+        if (!b->refused.ok()) {
           b->fenced = true;
           continue;
         }
@@ -345,16 +345,19 @@ base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
   });
 }
 
-std::string PgStore::insert_op(const OpRecord& rec) {
+base::Status PgStore::insert_op(const OpRecord& rec) {
   // The instance's row lock orders concurrent requests for one instance (from any process);
-  // ops_one_open stays the last word.
-  w_.run("SELECT 1 FROM instances WHERE id = $1 FOR UPDATE", {rec.instance_id});
+  // ops_one_open stays the last word. An instance deleted since the request was checked
+  // fails this operation alone, not (by its foreign key) a group commit it rides in.
+  if (w_.run("SELECT 1 FROM instances WHERE id = $1 FOR UPDATE", {rec.instance_id}).rows() == 0)
+    return base::Status::NotFound("no VNF instance " + rec.instance_id);
   auto open = w_.run(
       std::string("SELECT id, state, operation FROM ops WHERE instance_id = $1 AND ") + kOpenIn,
       {rec.instance_id});
   if (open.rows() > 0)
-    return "VNF instance " + rec.instance_id + " already has operation " + open.text(0, 0) + " (" +
-           open.text(0, 2) + ") in " + open.text(0, 1) + "; one operation at a time per instance";
+    return base::Status::FailedPrecondition(
+        "VNF instance " + rec.instance_id + " already has operation " + open.text(0, 0) + " (" +
+        open.text(0, 2) + ") in " + open.text(0, 1) + "; one operation at a time per instance");
   w_.run(std::string("INSERT INTO ops(") + kOpColumns +
              ") VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, 0, 0, $10, $10, 0)",
          {rec.id, rec.instance_id, rec.operation, std::string(to_string(rec.state)),
@@ -364,14 +367,14 @@ std::string PgStore::insert_op(const OpRecord& rec) {
           rec.cursor.is_null() ? PgArg(std::nullopt)
                                : PgArg(sealer_.sealed_text(rec.cursor, "op/" + rec.id + "/cursor")),
           rec.created_ms});
-  return std::string();
+  return base::Status::Ok();
 }
 
 base::Status PgStore::create_op(const OpRecord& rec) {
   std::lock_guard lock(wmu_);
   return transaction(w_, [&] {
-    if (std::string why = insert_op(rec); !why.empty())
-      return base::Status::FailedPrecondition(why);
+    if (base::Status why = insert_op(rec); !why.ok())
+      return why;
     notify(w_, kQueueChannel);
     notify(w_, kChangeChannel);
     return base::Status::Ok();

@@ -266,9 +266,10 @@ class PgStore : public Store {
   PgConn& side_conn(std::unique_ptr<PgConn>& slot, int64_t limit_ms, bool with_lock);
   // apply, one statement per row (a group that writes an operation twice, or one write).
   base::Status apply_rows(const std::vector<const Batch*>& batches);
-  // In the writer's open transaction: inserts `rec`, or returns why not (the instance's
-  // operation that is not final), writing nothing. create_op and apply's Batch::create.
-  std::string insert_op(const OpRecord& rec);
+  // In the writer's open transaction: inserts `rec`, or returns why not (no such instance:
+  // kNotFound; its operation that is not final: kFailedPrecondition), writing nothing.
+  // create_op and apply's Batch::create.
+  base::Status insert_op(const OpRecord& rec);
 
   std::string display_;  // the URL without its password
   std::string daemon_;   // the registered daemon's name (events.owner), under wmu_

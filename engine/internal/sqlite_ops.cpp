@@ -48,11 +48,11 @@ base::Status SqliteStore::apply(const std::vector<const Batch*>& batches) {
       int64_t now = now_ms();
       for (const Batch* b : batches) {
         b->fenced = false;
-        b->refused.clear();
+        b->refused = base::Status::Ok();
         if (b->create) {
           // Checked first: a refused create leaves nothing of its batch behind.
           b->refused = insert_op_locked(*b->create);
-          if (!b->refused.empty()) {
+          if (!b->refused.ok()) {
             b->fenced = true;
             continue;
           }
@@ -163,14 +163,21 @@ base::Status SqliteStore::apply(const std::vector<const Batch*>& batches) {
   });
 }
 
-std::string SqliteStore::insert_op_locked(const OpRecord& rec) {
+base::Status SqliteStore::insert_op_locked(const OpRecord& rec) {
+  // The instance first: one deleted since the request was checked fails this operation
+  // alone, not (by its foreign key) the group commit it rides in.
+  SQLite::Statement inst(w_, "SELECT 1 FROM instances WHERE id = ?");
+  inst.bind(1, rec.instance_id);
+  if (!inst.executeStep())
+    return base::Status::NotFound("no VNF instance " + rec.instance_id);
   SQLite::Statement open(
       w_, std::string("SELECT id, state, operation FROM ops WHERE instance_id = ? AND ") + kOpen);
   open.bind(1, rec.instance_id);
   if (open.executeStep())
-    return "VNF instance " + rec.instance_id + " already has operation " +
-           open.getColumn(0).getString() + " (" + open.getColumn(2).getString() + ") in " +
-           open.getColumn(1).getString() + "; one operation at a time per instance";
+    return base::Status::FailedPrecondition(
+        "VNF instance " + rec.instance_id + " already has operation " +
+        open.getColumn(0).getString() + " (" + open.getColumn(2).getString() + ") in " +
+        open.getColumn(1).getString() + "; one operation at a time per instance");
   // num here, not by the trigger ops_number: its UPDATE would cost every creation a write.
   SQLite::Statement ins(w_, std::string("INSERT INTO ops(") + kOpColumns +
                                 ", num) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, 0, ?, ?, " +
@@ -193,7 +200,7 @@ std::string SqliteStore::insert_op_locked(const OpRecord& rec) {
   ins.bind(10, static_cast<int64_t>(rec.created_ms));
   ins.bind(11, static_cast<int64_t>(rec.created_ms));
   ins.exec();
-  return std::string();
+  return base::Status::Ok();
 }
 
 base::Status SqliteStore::create_op(const OpRecord& rec) {
@@ -201,9 +208,9 @@ base::Status SqliteStore::create_op(const OpRecord& rec) {
   return guard([&] {
     w_.exec("BEGIN IMMEDIATE");
     try {
-      if (std::string why = insert_op_locked(rec); !why.empty()) {
+      if (base::Status why = insert_op_locked(rec); !why.ok()) {
         w_.exec("ROLLBACK");
-        return base::Status::FailedPrecondition(why);
+        return why;
       }
       w_.exec("COMMIT");
     } catch (...) {

@@ -292,9 +292,10 @@ class SqliteStore : public Store {
   // `cache`: db's statements (a reader's), or null (the writer: prepared for this call).
   base::Result<OpRecord> get_op_locked(SQLite::Database& db, StatementCache* cache,
                                        std::string_view id);
-  // In the writer's open transaction: inserts `rec`, or returns why not (the instance's
-  // operation that is not final), writing nothing. create_op and apply's Batch::create.
-  std::string insert_op_locked(const OpRecord& rec);
+  // In the writer's open transaction: inserts `rec`, or returns why not (no such instance:
+  // kNotFound; its operation that is not final: kFailedPrecondition), writing nothing.
+  // create_op and apply's Batch::create.
+  base::Status insert_op_locked(const OpRecord& rec);
 
   // sqlite_secrets.cpp
   base::Status check_key();

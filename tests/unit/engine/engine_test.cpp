@@ -750,13 +750,23 @@ TEST_CASE("Store::apply: a batch that creates an operation, or is refused and wr
   };
   engine::Batch refused = make(f.instance_id);  // `queued` is open there
   engine::Batch created = make(i2.value().id);
-  REQUIRE(f.store->apply({&refused, &created}).ok());
+  engine::Batch second = make(i2.value().id);     // the one before, in the same group, is open
+  engine::Batch gone = make("no-such-instance");  // deleted since its request was checked
+  REQUIRE(f.store->apply({&refused, &created, &second, &gone}).ok());
   CHECK(refused.fenced);
-  CHECK(refused.refused.find(queued) != std::string::npos);
-  CHECK(f.store->get_op(refused.create->id).status().code() == base::StatusCode::kNotFound);
-  CHECK(f.store->history(refused.create->id).value().empty());
+  CHECK(refused.refused.code() == base::StatusCode::kFailedPrecondition);
+  CHECK(refused.refused.message().find(queued) != std::string::npos);
+  CHECK(second.fenced);
+  CHECK(second.refused.code() == base::StatusCode::kFailedPrecondition);
+  CHECK(second.refused.message().find(created.create->id) != std::string::npos);
+  CHECK(gone.fenced);
+  CHECK(gone.refused.code() == base::StatusCode::kNotFound);
+  for (const engine::Batch* b : {&refused, &second, &gone}) {
+    CHECK(f.store->get_op(b->create->id).status().code() == base::StatusCode::kNotFound);
+    CHECK(f.store->history(b->create->id).value().empty());
+  }
   CHECK_FALSE(created.fenced);
-  CHECK(created.refused.empty());
+  CHECK(created.refused.ok());
   auto got = f.store->get_op(created.create->id);
   REQUIRE(got.ok());
   CHECK(got.value().state == OpState::kProcessing);
