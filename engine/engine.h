@@ -521,8 +521,7 @@ class Engine {
   // ended: a request waits for one commit, not for a commit, a poll and another commit.
   // Refused as Store::create_op refuses, writing nothing. When this engine does not take new
   // operations (not running, draining, a shared store, whose operations are claimed under a
-  // lease), it is Store::create_op, and a poll or wake() starts the operation. Any thread
-  // but the engine's.
+  // lease), it is Store::create_op followed by wake(). Any thread but the engine's.
   base::Status start(const OpRecord& op);
   // Whether start() takes operations now (run() is on, not draining, the store not shared).
   bool takes_starts() const;

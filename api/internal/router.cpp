@@ -161,9 +161,10 @@ HttpResponse not_found(const Target& t) {
 namespace {
 
 // A task was queued: 202, no body (python-tackerclient prints its message only then), and
-// the operation occurrence's URL.
-HttpResponse accepted(const Ctx& c, const std::string& op_id) {
-  if (c.on_queued)
+// the operation occurrence's URL. `wake`: tell the engine (on_queued); not when the
+// operation went through c.create_op, which wakes it only when it merely queued it.
+HttpResponse accepted(const Ctx& c, const std::string& op_id, bool wake = true) {
+  if (wake && c.on_queued)
     c.on_queued();
   HttpResponse r;
   r.status = 202;
@@ -375,7 +376,7 @@ HttpResponse request_task(const Ctx& c, const std::string& id, const std::string
   auto op = engine::request_operation(c.store, id, operation, body, diags, c.create_op);
   if (!op.ok())
     return from_status(op.status(), &diags);
-  return accepted(c, op.value().id);
+  return accepted(c, op.value().id, !c.create_op);
 }
 
 HttpResponse instances(const Ctx& c) {

@@ -408,7 +408,7 @@ struct Engine::Impl {
 
   std::atomic<bool> accepting{false};  // run() is on, the store not shared, not stopping
   std::mutex starts_mu;
-  std::set<std::shared_ptr<StartRequest>> starts;  // asked, not yet answered
+  std::set<std::shared_ptr<StartRequest>> start_requests;  // asked, not yet answered
 
   // On the engine thread.
   void start_new(const std::shared_ptr<StartRequest>& s) {
@@ -446,7 +446,7 @@ struct Engine::Impl {
     std::set<std::shared_ptr<StartRequest>> left;
     {
       std::lock_guard<std::mutex> l(starts_mu);
-      left = starts;
+      left = start_requests;
     }
     for (const auto& s : left) {
       std::unique_lock<std::mutex> l(s->mu);
@@ -1084,10 +1084,17 @@ base::Status Engine::start(const OpRecord& op) {
     std::lock_guard<std::mutex> l(e.starts_mu);
     taking = e.accepting;
     if (taking)
-      e.starts.insert(s);
+      e.start_requests.insert(s);
   }
+  // Queued STARTING instead: the engine reads its queue now (when it runs) or at its start.
+  auto queue = [&] {
+    base::Status st = e.store.create_op(op);
+    if (st.ok())
+      wake();
+    return st;
+  };
   if (!taking)
-    return e.store.create_op(op);
+    return queue();
   asio::post(e.io, [&e, s] { e.start_new(s); });
   StartRequest::Phase phase;
   base::Status st;
@@ -1105,10 +1112,10 @@ base::Status Engine::start(const OpRecord& op) {
   }
   {
     std::lock_guard<std::mutex> l(e.starts_mu);
-    e.starts.erase(s);
+    e.start_requests.erase(s);
   }
   if (phase != StartRequest::Phase::kDone)
-    return e.store.create_op(op);  // a poll or a wake starts it
+    return queue();
   return st;
 }
 
