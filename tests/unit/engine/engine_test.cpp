@@ -583,6 +583,8 @@ TEST_CASE("the store refuses a second open operation on an instance") {
   CHECK(second.status().message().find(op) != std::string::npos);
 }
 
+namespace {
+
 // Counts what reaches the store: the batches that create an operation, and create_op calls.
 class CreateSpy : public vnflow_test::StoreWrapper {
  public:
@@ -655,6 +657,8 @@ struct RunningEngine {
                                      [this](const engine::OpRecord& op) { return e.start(op); });
   }
 };
+
+}  // namespace
 
 TEST_CASE("Engine::start: the request's operation and its first transition are one commit") {
   Fixture f;
