@@ -165,6 +165,7 @@ struct Batch {
   // Set by Store::apply: the batch's operation was no longer active (forced to FAILED by an
   // operator) or no longer held under the batch's epoch (another daemon took it over), or its
   // `create` was refused, so nothing of the batch was written; the rest of the group was.
+  // The executor sets it too on a create whose failed commit did not write it.
   mutable bool fenced = false;
   mutable base::Status refused;  // why `create` was refused (Ok when it was not)
   bool empty() const {

@@ -39,11 +39,11 @@ using workflows::Machine;
 using workflows::State;
 using workflows::StateKind;
 
-// The shell's part of a Run: its timer.
 // An Engine::start request: the caller's thread waits on it until the commit that creates
 // the operation ended, or until the engine thread said it does not take it.
 struct StartRequest {
-  enum class Phase { kQueued, kTaken, kDone, kNotTaken, kAbandoned };
+  // kNotTaken: the engine thread did not take it, or its caller gave up waiting for that.
+  enum class Phase { kQueued, kTaken, kDone, kNotTaken };
   OpRecord op;
   std::mutex mu;
   std::condition_variable cv;
@@ -61,11 +61,11 @@ struct StartRequest {
   }
 };
 
+// The shell's part of a Run: its timer.
 struct LiveRun : Run {
-  // A run Engine::start made: its first commit creates the operation (Batch::create) and
-  // answers the request; `creating` while that commit is on its way.
+  // A run Engine::start made, until its first flush: that commit creates the operation
+  // (Batch::create) and answers the request.
   std::shared_ptr<StartRequest> start;
-  bool creating = false;
   std::unique_ptr<asio::steady_timer> timer;
   int64_t armed_at = 0;
   bool work_dir_made = false;  // the instance's work directory exists (made once per load)
@@ -309,14 +309,14 @@ struct Engine::Impl {
     }
     // The requests whose operations this group created hear it now, from the thread that
     // committed (the engine thread may be busy stepping). A failure the store reports after
-    // the commit landed (an error at its very end) is told apart by reading the row back.
+    // the commit landed (an error at its very end) is told apart by reading the row back;
+    // a create that did not land marks its batch fenced (nothing of it written).
     for (const auto& r : group.reqs) {
       if (!r.start)
         continue;
-      if (st.ok())
-        r.start->answer(r.batch.refused);
-      else
-        r.start->answer(store.get_op(r.batch.create->id).ok() ? base::Status::Ok() : st);
+      if (!st.ok() && !store.get_op(r.batch.create->id).ok())
+        r.batch.fenced = true;
+      r.start->answer(st.ok() ? r.batch.refused : r.batch.fenced ? st : base::Status::Ok());
     }
     if (st.ok() && opt.on_commit)
       opt.on_commit();
@@ -509,46 +509,40 @@ struct Engine::Impl {
     r.dirty = false;
     r.committing = true;
     std::shared_ptr<StartRequest> start = std::move(r.start);
-    r.start = nullptr;
-    if (start) {
+    if (start)
       b.create = start->op;
-      r.creating = true;
-    }
     std::vector<int> starts = std::move(r.to_start);
     r.to_start.clear();
     std::string id = r.id;
     uint64_t gen = r.gen;
     submit(
         std::move(b),
-        [this, id, gen, starts = std::move(starts)](base::Status st, bool fenced) {
-          on_committed(id, gen, starts, st, fenced);
-        },
+        [this, id, gen, starts = std::move(starts), creating = start != nullptr](
+            base::Status st, bool fenced) { on_committed(id, gen, starts, st, fenced, creating); },
         std::move(start));
   }
 
+  // `creating`: the batch created the operation (Engine::start).
   void on_committed(const std::string& id, uint64_t gen, const std::vector<int>& starts,
-                    base::Status st, bool fenced) {
+                    base::Status st, bool fenced, bool creating = false) {
     auto itr = runs.find(id);
     if (itr == runs.end() || itr->second->gen != gen)
       return;
     LiveRun& r = *itr->second;
     r.committing = false;
     base::LogFields f{{"op_id", r.id}, {"instance_id", r.instance_id}, {"operation", r.operation}};
-    if (r.creating) {
-      r.creating = false;
-      // Not created (refused, or the commit failed and the row is not there): its request
-      // was told why; there is nothing to reload. A failed commit that left the row is
-      // reloaded from it as any other.
-      if (fenced || (!st.ok() && !store.get_op(id).ok())) {
-        runs.erase(itr);
-        known.erase(id);
-        {
-          std::lock_guard<std::mutex> l(stats_mu);
-          stats.running_ops = runs.size();
-        }
-        maybe_idle();
-        return;
+    if (creating && fenced) {
+      // Not created (refused, or the commit failed without the row: apply_group looked):
+      // its request was told why; there is nothing to reload. A failed commit that left the
+      // row is reloaded from it as any other.
+      runs.erase(itr);
+      known.erase(id);
+      {
+        std::lock_guard<std::mutex> l(stats_mu);
+        stats.running_ops = runs.size();
       }
+      maybe_idle();
+      return;
     }
     if (!st.ok()) {
       note_commit_failure(id, st);
@@ -1105,7 +1099,7 @@ base::Status Engine::start(const OpRecord& op) {
     // answers.
     if (!s->cv.wait_for(l, std::chrono::seconds(5),
                         [&] { return s->phase != StartRequest::Phase::kQueued; }))
-      s->phase = StartRequest::Phase::kAbandoned;
+      s->phase = StartRequest::Phase::kNotTaken;
     s->cv.wait(l, [&] { return s->phase != StartRequest::Phase::kTaken; });
     phase = s->phase;
     st = s->status;

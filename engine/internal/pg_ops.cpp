@@ -208,8 +208,8 @@ base::Status PgStore::apply_rows(const std::vector<const Batch*>& batches) {
 }
 
 // The executor's group commit: each statement takes the whole group (one round trip per
-// table, not per row). A group that writes one operation twice, or only one, goes row by
-// row (apply_rows): the same rules, the same result.
+// table, not per row). A group that writes one operation twice, or only one, or creates
+// one, goes row by row (apply_rows): the same rules, the same result.
 base::Status PgStore::apply(const std::vector<const Batch*>& batches) {
   static const std::string upd =
       std::string(

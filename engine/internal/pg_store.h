@@ -264,7 +264,8 @@ class PgStore : public Store {
   // (100 at least), and with `with_lock` its session holds a daemon's shared lock as the
   // writer's does. Under the caller's mutex for `slot`.
   PgConn& side_conn(std::unique_ptr<PgConn>& slot, int64_t limit_ms, bool with_lock);
-  // apply, one statement per row (a group that writes an operation twice, or one write).
+  // apply, one statement per row (a group that writes an operation twice, or one write, or
+  // creates one).
   base::Status apply_rows(const std::vector<const Batch*>& batches);
   // In the writer's open transaction: inserts `rec`, or returns why not (no such instance:
   // kNotFound; its operation that is not final: kFailedPrecondition), writing nothing.

@@ -624,10 +624,8 @@ OpState wait_settled(engine::Store& s, const std::string& op) {
 
 // Until run() takes operations (at most 10 s; a shared store's engine never does).
 void wait_until_running(engine::Engine& e) {
-  if (vnflow_test::on_postgres()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  if (vnflow_test::on_postgres())
     return;
-  }
   auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!e.takes_starts() && std::chrono::steady_clock::now() < give_up)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
