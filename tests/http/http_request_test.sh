@@ -225,6 +225,13 @@ check "... probe 404, POST 409 (someone else's), probe again 200" \
 check "... its result is the other client's resource, probed (a rollback leaves it)" \
   test "$("$v" op history "$o4" --json | jq -r '.[] | select(.kind == "succeeded" and .state == "instantiate_end.secgroups") | "\(.data.probed) \(.data.json.by)"')" = "true someone else"
 
+# The slow probe is logged when it answers, 4 s after it began, which can be after everything
+# above: wait for it, so that it does not land in a later phase's log.
+slow_probe_logged() {
+  test "$(log 'select(.method == "GET" and .path == "/v1/networks/net-'"$i4"'") | .method' | wc -l)" -ge 2
+}
+wait_until 10 slow_probe_logged || echo "# the slow probe was not logged within 10 s"
+
 # A 4xx is the author's mistake: no retry, the answer's message in the reason. Then, after
 # an operator's retry, a CA that did not sign the server's certificate: refused at once as
 # "invalid", no retry either.
