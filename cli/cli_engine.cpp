@@ -126,17 +126,24 @@ const std::vector<CommandSpec>& instance_commands() {
     for (const auto& [cmd, op] : kLcmCommands) {
       v.push_back({"instance " + cmd,
                    with_common("usage: vnflow instance " + cmd +
-                                   " ID --request FILE.json [--db FILE] [--json]\n"
+                                   " ID --request FILE.json [--wait [--timeout SECS]]\n"
+                                   "           [--db FILE] [--json]\n"
                                    "\n"
                                    "Queues the " +
                                    op +
                                    " operation of an instance; a running daemon runs it.\n"
                                    "The request is the SOL003 body (at most 1 MiB), checked "
                                    "field by field\nbefore anything is queued. Prints the "
-                                   "operation id (--json: the VnfLcmOpOcc).\n\n",
+                                   "operation id (--json: the VnfLcmOpOcc).\n"
+                                   "\n"
+                                   "  --wait        then wait as op wait does, and print what "
+                                   "it prints:\n"
+                                   "                exit status 0 COMPLETED, 1 otherwise, 3 "
+                                   "still running\n"
+                                   "                after --timeout (default 3600 s)\n",
                                true),
-                   {"--db", "--request"},
-                   {"--json"},
+                   {"--db", "--request", "--timeout"},
+                   {"--json", "--wait"},
                    1,
                    1});
     }
@@ -555,6 +562,65 @@ int cmd_package(const CommandSpec& spec, const Opts& o) {
   return 0;
 }
 
+bool settled(OpState s) {
+  return engine::is_final(s) || s == OpState::kFailedTemp;
+}
+
+// A positive number of seconds (op wait --timeout).
+std::optional<double> parse_seconds(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  double d = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || errno != 0 || !(d > 0) || d > 1e7)
+    return std::nullopt;
+  return d;
+}
+
+// Waits until operation `id` settles (op wait, op watch, a lifecycle command's --wait);
+// `watch` prints the history as it grows. Exit status: 0 COMPLETED, 1 otherwise, 3 still
+// running after `timeout` seconds.
+int wait_op(engine::Store& store, const std::string& id, double timeout, bool watch, bool as_json,
+            const std::string& command) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
+  int64_t seen = 0;
+  // Woken by the next commit (Store::wait_for_change), not by a timer: the first call
+  // arms the watch before the first read, so no commit between them is missed.
+  store.wait_for_change(std::chrono::milliseconds(0));
+  for (;;) {
+    auto op = store.get_op(id);
+    if (!op.ok())
+      return fail(op.status());
+    if (watch) {
+      auto h = store.history(id);
+      if (h.ok()) {
+        for (const auto& e : h.value()) {
+          if (e.seq > seen) {
+            std::cout << event_line(e) << "\n" << std::flush;
+            seen = e.seq;
+          }
+        }
+      }
+    }
+    if (settled(op.value().state)) {
+      if (as_json)
+        std::cout << json_text(engine::op_view(op.value())) << "\n";
+      else
+        print_op(store, op.value());
+      return op.value().state == OpState::kCompleted ? 0 : 1;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::cerr << "vnflow " << command << ": operation " << printable(id) << " is still "
+                << engine::to_string(op.value().state) << " after " << timeout << " s\n";
+      return 3;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    store.wait_for_change(
+        std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(100)));
+  }
+}
+
 int cmd_instance(const CommandSpec& spec, const Opts& o) {
   const std::string sub = spec.words.substr(std::string("instance ").size());
   bool as_json = o.flags.count("--json") > 0;
@@ -614,6 +680,16 @@ int cmd_instance(const CommandSpec& spec, const Opts& o) {
     return s.ok() ? 0 : fail(s);
   }
   // An LCM operation.
+  bool wait = o.flags.count("--wait") > 0;
+  double timeout = 3600;
+  if (o.kv.count("--timeout")) {
+    auto t = parse_seconds(o.kv.at("--timeout"));
+    if (!t || !wait)
+      return usage_error(spec, !wait ? "--timeout goes with --wait"
+                                     : "--timeout needs a positive number of seconds, not \"" +
+                                           o.kv.at("--timeout") + "\"");
+    timeout = *t;
+  }
   auto req = read_request(o);
   if (!req.ok())
     return fail(req.status());
@@ -626,25 +702,13 @@ int cmd_instance(const CommandSpec& spec, const Opts& o) {
   if (!op.ok())
     return fail(op.status());
   engine::wake_daemon(db_path(o));
+  if (wait)
+    return wait_op(*store, op.value().id, timeout, false, as_json, spec.words);
   if (as_json)
     std::cout << json_text(engine::op_view(op.value())) << "\n";
   else
     std::cout << printable(op.value().id) << "\n";
   return 0;
-}
-
-bool settled(OpState s) {
-  return engine::is_final(s) || s == OpState::kFailedTemp;
-}
-
-// A positive number of seconds (op wait --timeout).
-std::optional<double> parse_seconds(const std::string& text) {
-  char* end = nullptr;
-  errno = 0;
-  double d = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || errno != 0 || !(d > 0) || d > 1e7)
-    return std::nullopt;
-  return d;
 }
 
 int cmd_op(const CommandSpec& spec, const Opts& o) {
@@ -762,46 +826,8 @@ int cmd_op(const CommandSpec& spec, const Opts& o) {
       std::cout << json_text(a) << "\n";
     return 0;
   }
-  if (sub == "wait" || sub == "watch") {
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
-    int64_t seen = 0;
-    // Woken by the next commit (Store::wait_for_change), not by a timer: the first call
-    // arms the watch before the first read, so no commit between them is missed.
-    store->wait_for_change(std::chrono::milliseconds(0));
-    for (;;) {
-      auto op = store->get_op(id);
-      if (!op.ok())
-        return fail(op.status());
-      if (sub == "watch") {
-        auto h = store->history(id);
-        if (h.ok()) {
-          for (const auto& e : h.value()) {
-            if (e.seq > seen) {
-              std::cout << event_line(e) << "\n" << std::flush;
-              seen = e.seq;
-            }
-          }
-        }
-      }
-      if (settled(op.value().state)) {
-        if (as_json)
-          std::cout << json_text(engine::op_view(op.value())) << "\n";
-        else
-          print_op(*store, op.value());
-        return op.value().state == OpState::kCompleted ? 0 : 1;
-      }
-      if (std::chrono::steady_clock::now() >= deadline) {
-        std::cerr << "vnflow op " << sub << ": operation " << printable(id) << " is still "
-                  << engine::to_string(op.value().state) << " after " << timeout << " s\n";
-        return 3;
-      }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      store->wait_for_change(
-          std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(100)));
-    }
-  }
+  if (sub == "wait" || sub == "watch")
+    return wait_op(*store, id, timeout, sub == "watch", as_json, "op " + sub);
   if (sub == "retry" || sub == "rollback" || sub == "fail") {
     bool force = o.flags.count("--force") > 0;
     auto r = sub == "retry"      ? engine::retry_operation(*store, id)

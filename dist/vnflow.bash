@@ -54,7 +54,7 @@ _vnflow() {
       opts="--help --db --json --trust --require-signature --signing-cert" ;;
     instance)
       subs="create list show delete instantiate heal scale terminate change-ext-conn modify"
-      opts="--help --db --json --package --name --description --request" ;;
+      opts="--help --db --json --package --name --description --request --wait --timeout" ;;
     op)
       subs="list show history wait watch retry rollback fail cancel replay"
       opts="--help --db --json --instance --state --limit --timeout --dry-run --force --package

@@ -497,8 +497,20 @@ ExecResult run_command(Lease& lease, const std::string& command, const std::stri
     cleanup(false);
     return r;
   }
+  // Past the state's deadline (or cancelled): the command is killed, the session dropped.
+  auto out_of_time = [&](const char* why) {
+    if (Clock::now() < ctx.deadline && (ctx.cancelled == nullptr || !ctx.cancelled->load()))
+      return false;
+    r.error_class = ErrorClass::kTimeout;
+    r.error = why;
+    lease.broken();
+    cleanup(true);
+    return true;
+  };
   size_t off = 0;
   while (off < stdin_data.size()) {
+    if (out_of_time("the command's input was not sent within the state's timeout (killed)"))
+      return r;
     int n =
         ssh_channel_write(ch, stdin_data.data() + off,
                           static_cast<uint32_t>(std::min<size_t>(stdin_data.size() - off, 32768)));
@@ -510,13 +522,8 @@ ExecResult run_command(Lease& lease, const std::string& command, const std::stri
   Capture out(r.out, r.truncated, max_output), err(r.err, r.truncated, max_output);
   char buf[16384];
   for (;;) {
-    if (Clock::now() >= ctx.deadline || (ctx.cancelled != nullptr && ctx.cancelled->load())) {
-      r.error_class = ErrorClass::kTimeout;
-      r.error = "the command did not finish within the state's timeout (killed)";
-      lease.broken();
-      cleanup(true);
+    if (out_of_time("the command did not finish within the state's timeout (killed)"))
       return r;
-    }
     int n = ssh_channel_read_timeout(ch, buf, sizeof buf, 0, 50);
     if (n > 0)
       out.add(buf, static_cast<size_t>(n));
@@ -637,8 +644,9 @@ bool valid_env_name(std::string_view k) {
 
 // Runs a helper command (sha256sum, mkdir, install, cat) for put/get.
 ExecResult helper(Lease& lease, const std::string& script, const Context& ctx, bool sudo,
-                  const std::string& sudo_password, size_t max_output = 64 * 1024) {
-  RemoteCommand rc = remote_command(script, json::object{}, ctx, sudo, sudo_password, "");
+                  const std::string& sudo_password, size_t max_output = 64 * 1024,
+                  const std::string& stdin_data = "") {
+  RemoteCommand rc = remote_command(script, json::object{}, ctx, sudo, sudo_password, stdin_data);
   return run_command(lease, rc.line, rc.input, ctx, max_output, nullptr);
 }
 
@@ -947,9 +955,9 @@ class SshPut final : public SshAction {
     std::string sha = base::digest_hex(base::DigestAlgorithm::kSha256, data);
     std::string what_path = what + ": " + path;
 
-    // One command before the upload and one after, each answering with the file's SHA-256:
-    // read back first (an identical file is not sent again: a re-dispatch, a re-run), then
-    // move the upload into place and read it back again.
+    // Two commands, each answering with the file's SHA-256: the first reads it back (an
+    // identical file is not sent again: a re-dispatch, a re-run), the second uploads, moves
+    // the upload into place and reads it back again.
     bool verify = bool_in(in, "verify", true);
     const std::string dir = quote(parent_dir(path));
     const std::string sum = "sha256sum -- " + quote(path) + " 2>/dev/null || true";
@@ -964,30 +972,30 @@ class SshPut final : public SshAction {
       return Outcome::success(nullptr);
     };
     std::string before;
-    Outcome f = run_sha((sudo ? "" : "mkdir -p -- " + dir + " || exit 1; ") + sum,
-                        "cannot create its directory", before);
+    Outcome f =
+        run_sha("mkdir -p -- " + dir + " || exit 1; " + sum, "cannot create its directory", before);
     if (!f.ok)
       return f;
     bool changed = before != sha;
     if (changed) {
-      // Upload to a temporary name beside the target (or in /tmp under sudo), then move
-      // it into place: a reader never sees half a file.
-      std::string tmp_name =
-          ".vnflow-" +
+      // One command streams the content (its stdin) to a temporary name beside the target,
+      // moves it into place (a reader never sees half a file) and reads it back: one
+      // channel, no SFTP subsystem and no round trip per 32 KiB written.
+      std::string tmp =
+          parent_dir(path) + "/.vnflow-" +
           base::digest_hex(base::DigestAlgorithm::kSha256, ctx.key + path).substr(0, 16);
-      std::string tmp = sudo ? "/tmp/" + tmp_name : parent_dir(path) + "/" + tmp_name;
-      Outcome up = upload(lease, tmp, data, static_cast<int>(sudo ? 0600 : mode), ctx, what_path);
-      if (!up.ok)
-        return up;
-      std::string place = sudo ? "mkdir -p -- " + dir + " && install -m " + mode_s + " -- " +
-                                     quote(tmp) + " " + quote(path) + "; rc=$?; rm -f -- " +
-                                     quote(tmp) + "; [ $rc -eq 0 ] || exit $rc; "
-                               : "chmod " + mode_s + " -- " + quote(tmp) + " && mv -f -- " +
-                                     quote(tmp) + " " + quote(path) + " || exit 1; ";
-      std::string after;
-      f = run_sha(place + (verify ? sum : "true"), "cannot move the upload into place", after);
-      if (!f.ok)
-        return f;
+      std::string script = "umask 077; if cat > " + quote(tmp) + " && chmod " + mode_s + " -- " +
+                           quote(tmp) + " && mv -f -- " + quote(tmp) + " " + quote(path) +
+                           "; then :; else rm -f -- " + quote(tmp) + "; exit 1; fi; " +
+                           (verify ? sum : "true");
+      ExecResult r = helper(lease, script, ctx, sudo, sudo_password, 64 * 1024, data);
+      if (!r.ok)
+        return Outcome::failure(r.error_class, what_path + ": " + r.error);
+      if (r.exit_code != 0)
+        return Outcome::failure(
+            ErrorClass::kFailed,
+            what_path + ": cannot write the upload into place: " + last_line(r.err));
+      std::string after = first_word(r.out);
       if (verify && after != sha)
         return Outcome::failure(ErrorClass::kFailed, what_path +
                                                          ": verification failed: the remote file's "
@@ -1004,41 +1012,6 @@ class SshPut final : public SshAction {
                                          {"size", static_cast<int64_t>(data.size())},
                                          {"sha256", sha},
                                          {"changed", changed}});
-  }
-
- private:
-  static Outcome upload(Lease& lease, const std::string& remote, const std::string& data, int mode,
-                        const Context& ctx, const std::string& what) {
-    Sftp sftp(lease.session());
-    if (sftp.get() == nullptr) {
-      lease.channel_failed();
-      lease.broken();
-      return Outcome::failure(ErrorClass::kTransient,
-                              what + ": cannot start SFTP: " + ssh_get_error(lease.session()));
-    }
-    sftp_file f = sftp_open(sftp.get(), remote.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                            static_cast<mode_t>(mode));
-    if (f == nullptr)
-      return sftp_failure(lease, sftp.get(), what + ": SFTP open of " + remote);
-    size_t off = 0;
-    while (off < data.size()) {
-      if (Clock::now() >= ctx.deadline) {
-        sftp_close(f);
-        return Outcome::failure(ErrorClass::kTimeout, what + ": the upload did not finish in time");
-      }
-      size_t n = std::min<size_t>(data.size() - off, 32768);
-      ssize_t w = sftp_write(f, data.data() + off, n);
-      if (w <= 0) {
-        sftp_close(f);
-        lease.broken();
-        return Outcome::failure(ErrorClass::kTransient,
-                                what + ": SFTP write failed at byte " + std::to_string(off));
-      }
-      off += static_cast<size_t>(w);
-    }
-    if (sftp_close(f) != SSH_OK)
-      return Outcome::failure(ErrorClass::kTransient, what + ": SFTP close failed");
-    return Outcome::success(nullptr);
   }
 };
 

@@ -193,8 +193,9 @@ check "... and says where" grep -q 'diverges: .*gate2' "$work/replay.txt"
 
 # --- scale, terminate
 echo '{"type": "SCALE_OUT", "aspectId": "node_aspect", "additionalParams": {"work_dir": "'"$work"'/vnfs"}}' > "$work/scale.json"
-o2=$("$v" instance scale "$i1" --request "$work/scale.json")
-check "scale out completes" "$v" op wait "$o2" --timeout 30
+"$v" instance scale "$i1" --request "$work/scale.json" --wait --timeout 30 >"$work/scale.out"
+check "scale out --wait completes (exit 0)" test $? -eq 0
+check "... printing the operation, COMPLETED" grep -q '^  state COMPLETED$' "$work/scale.out"
 check "the scale level is recorded" grep -q '"scale_status":{"node_aspect":1}' <("$v" instance show "$i1" --json)
 echo '{"type": "SCALE_OUT", "aspectId": "nope"}' > "$work/badaspect.json"
 "$v" instance scale "$i1" --request "$work/badaspect.json" 2>"$work/err" >/dev/null
@@ -207,8 +208,12 @@ check "the instance is NOT_INSTANTIATED again" grep -q '"instantiation_state":"N
 # --- rollback of a failed instantiate
 rm -f "$work/out/open" "$work/out/log"
 i2=$("$v" instance create --package "$p1")
-o4=$("$v" instance instantiate "$i2" --request "$work/inst.json")
-"$v" op wait "$o4" --timeout 30 >/dev/null
+"$v" instance instantiate "$i2" --request "$work/inst.json" --timeout 30 2>"$work/err" >/dev/null
+check "--timeout without --wait is a usage error (exit 2)" test $? -eq 2
+"$v" instance instantiate "$i2" --request "$work/inst.json" --wait --timeout 30 --json >"$work/o4.json"
+check "instantiate --wait of an instantiate that fails exits 1" test $? -eq 1
+o4=$(jq -r .id "$work/o4.json")
+check "... printing the operation, FAILED_TEMP" test "$(jq -r .operationState "$work/o4.json")" = FAILED_TEMP
 check "the second instantiate fails" test "$(state "$o4")" = FAILED_TEMP
 "$v" op rollback "$o4" >/dev/null
 "$v" op wait "$o4" --timeout 30 >/dev/null

@@ -398,23 +398,17 @@ TEST_CASE("ssh.put / ssh.get: content, package files, sudo, verify, idempotent r
 
   // The connection is lost between the handshake and the SFTP request (sshd killed, the
   // VM rebooting): "transient", so the state's retry policy tries again; not "failed".
+  // (ssh.put's loss mid-upload: its own test case below.)
   REQUIRE(exec(a, "touch ~/.vnflow-sftp-dies").ok);
-  json::object lost = target(a, true);
-  lost["path"] = "/home/" + E().user + "/vnflow/lost.txt";
-  lost["content"] = "x\n";
-  auto dropped = run("ssh.put", lost, context("put-lost"));
   json::object lost_get = target(a, true);
   lost_get["path"] = "/home/" + E().user + "/vnflow/registry.tar";
   auto dropped_get = run("ssh.get", lost_get, context("get-lost"));
   REQUIRE(exec(a, "rm -f ~/.vnflow-sftp-dies").ok);
-  INFO(dropped.message);
-  CHECK_FALSE(dropped.ok);
-  CHECK(dropped.error_class == base::ErrorClass::kTransient);
-  CHECK(dropped.message.find("connection was lost") != std::string::npos);
   INFO(dropped_get.message);
   CHECK_FALSE(dropped_get.ok);
   CHECK(dropped_get.error_class == base::ErrorClass::kTransient);
-  CHECK(run("ssh.put", lost, context("put-after-lost")).ok);
+  CHECK(dropped_get.message.find("connection was lost") != std::string::npos);
+  CHECK(run("ssh.get", lost_get, context("get-after-lost")).ok);
 
   json::object missing = target(a, true);
   missing["path"] = "/tmp/x";
@@ -504,6 +498,51 @@ TEST_CASE("ssh.exec: env values go over stdin, byte for byte, never on a command
     CHECK(out.substr(eol + 1) == secret + "|plain value|" + own_stdin);
   }
   vm_exec(vm, "rm -f /etc/sudoers.d/91-vnfpw; userdel -r " + pw_user + " 2>/dev/null; true");
+}
+
+TEST_CASE(
+    "ssh.put: a connection lost while the upload streams is transient; the next call uploads") {
+  if (!E().ready())
+    FAIL("run through tests/ssh/ssh_test.sh (no VMs given)");
+  const std::string& a = E().hosts[0];
+  const std::string& vm = E().vms[0];
+  const std::string dir = "/home/" + E().user + "/vnflow";
+  const std::string path = dir + "/lost.txt";
+  auto ctx = context("put-lost");
+  // The upload's temporary name (".vnflow-" and 16 hex digits of SHA-256(key + path), beside
+  // the file) made a FIFO nobody reads: the upload's command blocks in it, mid-upload.
+  const std::string tmp =
+      dir + "/.vnflow-" +
+      base::digest_hex(base::DigestAlgorithm::kSha256, ctx.key + path).substr(0, 16);
+  vm_exec(vm, "rm -f " + shq(path) + "; mkdir -p " + shq(dir) + " && mkfifo -m 600 " + shq(tmp) +
+                  " && chown " + E().user + ": " + shq(dir) + " " + shq(tmp));
+  json::object in = target(a, true);
+  in["path"] = path;
+  in["content"] = "lost and found\n";
+  Outcome dropped;
+  std::thread put([&] { dropped = run("ssh.put", in, ctx); });
+  // Once the upload's command waits in the FIFO, its connection's sshd is killed.
+  const std::string kill =
+      "for p in $(pgrep -f 'if cat > .*lost[.]txt'); do pp=$(ps -o ppid= -p $p | tr -d ' '); "
+      "[ \"$(ps -o comm= -p \"$pp\")\" = sshd ] && kill -9 \"$pp\" && echo killed; done; true";
+  bool killed = false;
+  for (int i = 0; i < 200 && !killed; ++i) {
+    killed = vm_exec(vm, kill).find("killed") != std::string::npos;
+    if (!killed)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  put.join();
+  CHECK(killed);
+  INFO(dropped.message);
+  CHECK_FALSE(dropped.ok);
+  CHECK(dropped.error_class == base::ErrorClass::kTransient);
+  CHECK(dropped.message.find("the connection broke") != std::string::npos);
+  vm_exec(vm, "pkill -KILL -f 'if cat > .*lost[.]txt'; rm -f " + shq(tmp));  // the orphan shell
+  auto again = run("ssh.put", in, context("put-after-lost"));
+  INFO(again.message);
+  REQUIRE(again.ok);
+  CHECK(out_of(exec(a, "cat ~/vnflow/lost.txt; ls -A ~/vnflow | grep -c '^[.]vnflow-' || true")) ==
+        "lost and found\n0\n");
 }
 
 TEST_CASE(
