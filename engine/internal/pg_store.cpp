@@ -228,35 +228,37 @@ void no_notices(void*, const char*) {}
 
 PgConn::~PgConn() {
   if (c_ != nullptr)
-    PQfinish(c_);
+    pq().PQfinish(c_);
 }
 
 void PgConn::ensure() {
-  if (c_ != nullptr && PQstatus(c_) == CONNECTION_OK)
+  if (c_ != nullptr && pq().PQstatus(c_) == CONNECTION_OK)
     return;
   if (c_ != nullptr)
-    PQfinish(c_);
+    pq().PQfinish(c_);
   prepared_.clear();
+  if (const std::string& why = load_libpq(); !why.empty())
+    throw PgError("cannot connect to " + display_ + ": " + why, "", false);
   // The URL's own settings win over these defaults (later keywords override earlier ones).
   const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
   const char* values[] = {"10", "vnflow", conninfo_.c_str(), nullptr};
-  c_ = PQconnectdbParams(keys, values, 1);
+  c_ = pq().PQconnectdbParams(keys, values, 1);
   if (c_ == nullptr)
     throw PgError("cannot connect to " + display_ + ": out of memory", "", true);
-  if (PQstatus(c_) != CONNECTION_OK) {
-    std::string msg = PQerrorMessage(c_);
+  if (pq().PQstatus(c_) != CONNECTION_OK) {
+    std::string msg = pq().PQerrorMessage(c_);
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' '))
       msg.pop_back();
-    PQfinish(c_);
+    pq().PQfinish(c_);
     c_ = nullptr;
     throw PgError("cannot connect to " + display_ + ": " + msg, "", true);
   }
-  PQsetNoticeProcessor(c_, &no_notices, nullptr);
+  pq().PQsetNoticeProcessor(c_, &no_notices, nullptr);
   if (on_connect) {
     try {
       on_connect(*this);
     } catch (...) {
-      PQfinish(c_);  // never left connected without what on_connect sets up
+      pq().PQfinish(c_);  // never left connected without what on_connect sets up
       c_ = nullptr;
       throw;
     }
@@ -266,16 +268,16 @@ void PgConn::ensure() {
 void PgConn::fail(PGresult* r, const std::string& what) {
   std::string state, msg;
   if (r != nullptr) {
-    const char* s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    const char* s = pq().PQresultErrorField(r, PG_DIAG_SQLSTATE);
     state = s != nullptr ? s : "";
-    msg = PQresultErrorMessage(r);
-    PQclear(r);
+    msg = pq().PQresultErrorMessage(r);
+    pq().PQclear(r);
   }
   if (msg.empty())
-    msg = PQerrorMessage(c_);
+    msg = pq().PQerrorMessage(c_);
   while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' '))
     msg.pop_back();
-  bool lost = PQstatus(c_) != CONNECTION_OK;
+  bool lost = pq().PQstatus(c_) != CONNECTION_OK;
   throw PgError(what + ": " + msg, state, lost);
 }
 
@@ -284,10 +286,11 @@ PgResult PgConn::run(const std::string& sql, const std::vector<PgArg>& args, boo
   auto it = prepared_.find(sql);
   if (it == prepared_.end()) {
     std::string name = "s" + std::to_string(prepared_.size());
-    PGresult* p = PQprepare(c_, name.c_str(), sql.c_str(), static_cast<int>(args.size()), nullptr);
-    if (p == nullptr || PQresultStatus(p) != PGRES_COMMAND_OK)
+    PGresult* p =
+        pq().PQprepare(c_, name.c_str(), sql.c_str(), static_cast<int>(args.size()), nullptr);
+    if (p == nullptr || pq().PQresultStatus(p) != PGRES_COMMAND_OK)
       fail(p, "prepare");
-    PQclear(p);
+    pq().PQclear(p);
     it = prepared_.emplace(sql, std::move(name)).first;
   }
   std::vector<const char*> values(args.size());
@@ -297,9 +300,10 @@ PgResult PgConn::run(const std::string& sql, const std::vector<PgArg>& args, boo
     lengths[i] = args[i].value ? static_cast<int>(args[i].value->size()) : 0;
     formats[i] = args[i].binary ? 1 : 0;
   }
-  PGresult* r = PQexecPrepared(c_, it->second.c_str(), static_cast<int>(args.size()), values.data(),
-                               lengths.data(), formats.data(), binary_result ? 1 : 0);
-  ExecStatusType st = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+  PGresult* r =
+      pq().PQexecPrepared(c_, it->second.c_str(), static_cast<int>(args.size()), values.data(),
+                          lengths.data(), formats.data(), binary_result ? 1 : 0);
+  ExecStatusType st = r != nullptr ? pq().PQresultStatus(r) : PGRES_FATAL_ERROR;
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
     fail(r, "statement");
   return PgResult(r);
@@ -307,34 +311,35 @@ PgResult PgConn::run(const std::string& sql, const std::vector<PgArg>& args, boo
 
 void PgConn::exec(const char* sql) {
   ensure();
-  PGresult* r = PQexec(c_, sql);
+  PGresult* r = pq().PQexec(c_, sql);
   if (r == nullptr ||
-      (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK))
+      (pq().PQresultStatus(r) != PGRES_COMMAND_OK && pq().PQresultStatus(r) != PGRES_TUPLES_OK))
     fail(r, std::string(sql).substr(0, 20));
-  PQclear(r);
+  pq().PQclear(r);
 }
 
 int PgConn::take_notifies() {
   if (c_ == nullptr)
     throw PgError("not connected to " + display_, "", true);
-  if (PQconsumeInput(c_) == 0) {
-    PQfinish(c_);
+  if (pq().PQconsumeInput(c_) == 0) {
+    pq().PQfinish(c_);
     c_ = nullptr;
     prepared_.clear();
     throw PgError("lost the connection to " + display_, "", true);
   }
   int n = 0;
-  while (PGnotify* note = PQnotifies(c_)) {
-    PQfreemem(note);
+  while (PGnotify* note = pq().PQnotifies(c_)) {
+    pq().PQfreemem(note);
     ++n;
   }
   return n;
 }
 
 void PgConn::rollback_quietly() {
-  if (c_ == nullptr || PQstatus(c_) != CONNECTION_OK || PQtransactionStatus(c_) == PQTRANS_IDLE)
+  if (c_ == nullptr || pq().PQstatus(c_) != CONNECTION_OK ||
+      pq().PQtransactionStatus(c_) == PQTRANS_IDLE)
     return;
-  PQclear(PQexec(c_, "ROLLBACK"));
+  pq().PQclear(pq().PQexec(c_, "ROLLBACK"));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -850,6 +855,8 @@ base::Result<std::unique_ptr<Store>> open_postgres_store(const std::string& url,
                                                          const std::string& key_path, DbLock lock) {
   if (!is_postgres_url(url))
     return base::Status::InvalidArgument("not a PostgreSQL URL: " + display_db(url));
+  if (const std::string& why = internal::load_libpq(); !why.empty())
+    return base::Status::FailedPrecondition(why);
   auto s = std::make_unique<internal::PgStore>(url, key_path, lock);
   base::Status st = s->init();
   if (!st.ok())

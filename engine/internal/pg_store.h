@@ -23,9 +23,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include <libpq-fe.h>
-
 #include "engine/engine.h"
+#include "engine/internal/libpq.h"
 #include "engine/internal/sealing.h"
 
 namespace engine::internal {
@@ -68,17 +67,17 @@ struct PgArg {
 
 class PgResult {
  public:
-  explicit PgResult(PGresult* r) : r_(r, &PQclear) {}
-  int rows() const { return PQntuples(r_.get()); }
-  bool null(int row, int col) const { return PQgetisnull(r_.get(), row, col) != 0; }
+  explicit PgResult(PGresult* r) : r_(r, pq().PQclear) {}
+  int rows() const { return pq().PQntuples(r_.get()); }
+  bool null(int row, int col) const { return pq().PQgetisnull(r_.get(), row, col) != 0; }
   std::string text(int row, int col) const {
-    return std::string(PQgetvalue(r_.get(), row, col),
-                       static_cast<size_t>(PQgetlength(r_.get(), row, col)));
+    return std::string(pq().PQgetvalue(r_.get(), row, col),
+                       static_cast<size_t>(pq().PQgetlength(r_.get(), row, col)));
   }
   int64_t i64(int row, int col) const {
-    return null(row, col) ? 0 : std::strtoll(PQgetvalue(r_.get(), row, col), nullptr, 10);
+    return null(row, col) ? 0 : std::strtoll(pq().PQgetvalue(r_.get(), row, col), nullptr, 10);
   }
-  int64_t affected() const { return std::strtoll(PQcmdTuples(r_.get()), nullptr, 10); }
+  int64_t affected() const { return std::strtoll(pq().PQcmdTuples(r_.get()), nullptr, 10); }
 
  private:
   std::unique_ptr<PGresult, void (*)(PGresult*)> r_;
@@ -107,8 +106,8 @@ class PgConn {
   // For a listening connection (PgListener): connected now; its socket; the notifications
   // that arrived (read from the socket without waiting), dropped and counted. A connection
   // lost meanwhile throws (connection_lost) and is connected again by the next ensure().
-  bool connected() const { return c_ != nullptr && PQstatus(c_) == CONNECTION_OK; }
-  int socket() const { return c_ != nullptr ? PQsocket(c_) : -1; }
+  bool connected() const { return c_ != nullptr && pq().PQstatus(c_) == CONNECTION_OK; }
+  int socket() const { return c_ != nullptr ? pq().PQsocket(c_) : -1; }
   int take_notifies();
 
  private:

@@ -10,6 +10,9 @@ py=/usr/bin/python3; [[ -x $py ]] || py=python3
 sample=$root/csar-samples/private-registry
 bad=$root/tests/golden/bad/T0030-unknown-node-type/pkg
 
+# libpq and what it brings (GnuTLS, LDAP, Kerberos...) are loaded only for a PostgreSQL store.
+check "vnflow is not linked to libpq (loaded when a PostgreSQL store connects)" \
+  bash -c '! ldd "$0" | grep -q "libpq\.so"' "$vnflow"
 check_exit "validate a valid sample exits 0" 0 "$vnflow" csar validate "$sample"
 check_exit "validate a bad package exits 1" 1 "$vnflow" csar validate "$bad"
 has "... with the T0030 diagnostic on stderr" $err '\[T0030\]'
