@@ -10,7 +10,7 @@
 #              `-O exit`; the 4 hosts in parallel (../shared/research/bench/ssh_fanout.sh (c)).
 #   ansible    ansible-playbook, forks = VMs, defaults, gather_facts: false (same playbook as the
 #              research baseline (a)).
-# Every run starts cold (no pooled session, no ssh master) and is checked: 10 log lines and
+# Every run starts cold (a new daemon: no pooled session; no ssh master) and is checked: 10 log lines and
 # the payload's SHA-256 on every VM. Prints per-run times, medians, ratios and the floors
 # (issue 19): vnflow <= 1.0 x ssh_mux,  ansible / vnflow >= 10.
 # Usage: [VMS=N] [QUIET_WAIT=S] bench/ssh.sh [REPS]   (default 3 runs on 4 VMs, at most 64; each method
@@ -124,8 +124,20 @@ bash tools/csar-manifest.sh "$pkg" ssh-bench.mf vnflow "Local demo" 1.0 >/dev/nu
 export VNFLOW_DB=$T/vnflow.db
 "$vnflow" workflow check "$pkg" >"$T/check.log" 2>&1 || { cat "$T/check.log"; exit 1; }
 pkg_id=$("$vnflow" package onboard "$pkg")
-"$vnflow" daemon --work-dir "$T/wd" --workers $((NHOSTS > 8 ? NHOSTS : 8)) >"$T/daemon.log" 2>&1 &
-daemon_pid=$!
+# A new daemon for each vnflow run, so that every run starts cold as the peers' do: no SSH
+# session pooled by the run before (the pool keeps idle sessions 30 s).
+start_daemon() {
+  if [[ -n $daemon_pid ]]; then kill "$daemon_pid"; wait "$daemon_pid" || true; fi
+  : >"$T/daemon.log"
+  "$vnflow" daemon --work-dir "$T/wd" --workers $((NHOSTS > 8 ? NHOSTS : 8)) >"$T/daemon.log" 2>&1 &
+  daemon_pid=$!
+  local i
+  for i in $(seq 1 100); do
+    grep -q 'vnflow daemon on' "$T/daemon.log" && { sleep 0.2; return 0; }  # and running
+    sleep 0.05
+  done
+  echo "the daemon did not start" >&2; cat "$T/daemon.log" >&2; return 1
+}
 /usr/bin/python3 - "$T/request.json" "$USER_" "$KEY" "${hosts[@]}" <<'EOF'
 import json, sys
 out, user, key, *hosts = sys.argv[1:]
@@ -135,7 +147,8 @@ json.dump({"flavourId": "simple", "additionalParams": {
 EOF
 
 inst=
-prepare_vnflow() {  # untimed, as SOL003's "create VNF identifier" comes before the request
+prepare_vnflow() {  # untimed: a new daemon, and the instance (SOL003's "create VNF identifier")
+  start_daemon
   inst=$("$vnflow" instance create --package "$pkg_id" --name "bench-$RANDOM")
 }
 run_vnflow() {  # the instantiate request, waited for; leaves the op id in $T/last_op
@@ -211,6 +224,10 @@ done
 med() { tr ' ' '\n' <<<"${times[$1]}" | grep . | median; }
 v=$(med vnflow) m=$(med ssh_mux) a=$(med ansible)
 [[ -n ${SHOW_HISTORY:-} ]] && "$vnflow" op history "$(cat "$T/last_op")" >&2
+# Where the last vnflow run's time went, as its history accounts it (queue, vnflow's own
+# stepping and commits, the actions; per state its calls and span).
+echo "last vnflow run:"
+"$vnflow" op show "$(cat "$T/last_op")" --timing | sed 's/^/  /'
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "job: $NHOSTS VMs x ($STEPS commands + 1 MiB upload), median of $REPS cold runs"
 echo "vnflow_s: $v"

@@ -1,8 +1,11 @@
 // Store::wait_for_change: how a reader (op wait, op watch) sleeps until the next commit.
 // SQLite: every commit appends to the write-ahead log, whichever process makes it, so an
-// inotify watch on `<db>-wal` wakes the reader at once; the timeout stays as the fallback
-// (a checkpoint that truncates the log, a database not in WAL mode).
+// inotify watch on `<db>-wal` wakes the reader at once, and PRAGMA data_version tells when
+// the commit is visible; the timeout stays as the fallback (a checkpoint that truncates the
+// log, a database not in WAL mode).
+#include <algorithm>
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include <poll.h>
@@ -26,6 +29,7 @@ SqliteStore::~SqliteStore() {
 }
 
 void SqliteStore::wait_for_change(std::chrono::milliseconds at_most) {
+  using Clock = std::chrono::steady_clock;
   if (watch_fd_ == -1) {
     watch_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     std::string wal = db_file() + "-wal";
@@ -35,18 +39,55 @@ void SqliteStore::wait_for_change(std::chrono::milliseconds at_most) {
     } else if (watch_fd_ < 0) {
       watch_fd_ = -2;
     }
+    // The log is written before its commit is visible (the commit record, the sync, then
+    // the log's index): a reader woken by the first write would read the state before it
+    // and sleep on. PRAGMA data_version, on a connection of the watch's own, changes once
+    // a commit of any other connection is visible.
+    if (watch_fd_ >= 0) {
+      try {
+        watch_db_ = std::make_unique<SQLite::Database>(db_file(), SQLite::OPEN_READONLY);
+        watch_version_ = watch_db_->execAndGet("PRAGMA data_version").getInt64();
+      } catch (const std::exception&) {
+        watch_db_.reset();  // woken by the log alone
+      }
+    }
   }
   if (watch_fd_ < 0) {
     std::this_thread::sleep_for(at_most);
     return;
   }
-  struct pollfd p {
-    watch_fd_, POLLIN, 0
-  };
-  ::poll(&p, 1, static_cast<int>(at_most.count()));
-  // Drain what is queued: one wake-up for any number of commits.
-  alignas(struct inotify_event) char buf[4096];
-  while (::read(watch_fd_, buf, sizeof buf) > 0) {
+  auto deadline = Clock::now() + at_most;
+  bool written = false;  // the log was written since this call began
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() < 0)
+      left = std::chrono::milliseconds(0);
+    // Once the log was written, its commit is looked for every millisecond: it becomes
+    // visible within the time of one sync, or never (rolled back), and then at_most ends it.
+    int wait_ms = static_cast<int>(written ? std::min<int64_t>(left.count(), 1) : left.count());
+    struct pollfd p {
+      watch_fd_, POLLIN, 0
+    };
+    ::poll(&p, 1, wait_ms);
+    // Drain what is queued: one wake-up for any number of writes.
+    alignas(struct inotify_event) char buf[4096];
+    while (::read(watch_fd_, buf, sizeof buf) > 0)
+      written = true;
+    if (written) {
+      if (watch_db_ == nullptr)
+        return;
+      try {
+        int64_t v = watch_db_->execAndGet("PRAGMA data_version").getInt64();
+        if (v != watch_version_) {
+          watch_version_ = v;
+          return;
+        }
+      } catch (const std::exception&) {
+        return;  // cannot tell: as if it were there
+      }
+    }
+    if (Clock::now() >= deadline)
+      return;
   }
 }
 

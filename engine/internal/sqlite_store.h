@@ -325,7 +325,9 @@ class SqliteStore : public Store {
   ReaderPool readers_;
   bool wal_ = false;  // init put the file in WAL mode
   std::unique_ptr<SQLite::Statement> upd_op_, upd_op_plain_, ins_output_, ins_event_, upd_inst_;
-  int watch_fd_ = -1;          // change_watch.cpp: the inotify watch on the log (-2: none possible)
+  int watch_fd_ = -1;  // change_watch.cpp: the inotify watch on the log (-2: none possible)
+  std::unique_ptr<SQLite::Database> watch_db_;  // change_watch.cpp: reads PRAGMA data_version
+  int64_t watch_version_ = 0;
   Checkpointer checkpointer_;  // last: stopped before the connections close
 };
 

@@ -926,6 +926,32 @@ TEST_CASE("a reader waiting for a change wakes at the next commit, not at its ti
   w.join();
   CHECK(waited >= std::chrono::milliseconds(150));
   CHECK(waited < std::chrono::seconds(5));
+
+  // And what woke it is there to read: a reader woken while the commit was still being
+  // written (SQLite: its first write to the log) read the state before it, and slept
+  // until its timeout although the operation had moved (op wait: 100 ms late).
+  std::vector<std::string> instances;
+  for (int i = 0; i < 8; ++i) {
+    auto inst = engine::create_instance(*writer.value(), "pkg-1", "w" + std::to_string(i), "");
+    REQUIRE(inst.ok());
+    instances.push_back(inst.value().id);
+  }
+  reader.value()->wait_for_change(std::chrono::milliseconds(0));
+  int seen = 0;
+  for (size_t i = 0; i < instances.size(); ++i) {
+    engine::OpRecord op = vnflow_test::test_op(instances[i], 2000 + static_cast<int>(i));
+    bool created = false;
+    std::thread one([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      created = writer.value()->create_op(op).ok();  // one commit
+    });
+    reader.value()->wait_for_change(std::chrono::milliseconds(10000));
+    bool there = reader.value()->get_op(op.id).ok();  // before the writer's thread is joined
+    one.join();
+    CHECK(created);
+    seen += there ? 1 : 0;
+  }
+  CHECK(seen == static_cast<int>(instances.size()));
 }
 
 TEST_CASE("a daemon's store tells it of queued work at the commit (PostgreSQL's NOTIFY)") {
