@@ -77,8 +77,8 @@ for i in $(seq 1 "$rounds"); do
   [[ $(jq -r .operationState "$work/op1.json") == COMPLETED && $(jq -r .operationState "$work/op2.json") == COMPLETED ]] ||
     { echo "round $i: an operation did not complete" >&2; "$vnflow" op show "$op1" >&2; "$vnflow" op show "$op2" >&2; exit 1; }
   v=$(echo "$t1 - $t0" | bc -l)
-  read -r h1 k1 e1 < <(op_times "$op1")
-  read -r h2 k2 e2 < <(op_times "$op2")
+  read -r h1 k1 e1 < <(op_times "$op1") && read -r h2 k2 e2 < <(op_times "$op2") &&
+    [[ -n $h1 && -n $h2 ]] || { echo "round $i: cannot read the operations' histories" >&2; exit 1; }
   h=$(echo "$h1 + $h2" | bc -l) k=$(echo "$k1 + $k2" | bc -l) e=$(echo "$e1 + $e2" | bc -l)
   t0=$(now)
   (cd "$work" && openstack stack create -t heat_demo.yaml -e env.yaml --parameter "nfv=$nfv" --wait "cli-$i" >/dev/null &&

@@ -148,8 +148,8 @@ EOF
 
 inst=
 prepare_vnflow() {  # untimed: a new daemon, and the instance (SOL003's "create VNF identifier")
-  start_daemon
-  inst=$("$vnflow" instance create --package "$pkg_id" --name "bench-$RANDOM")
+  start_daemon || return 1
+  inst=$("$vnflow" instance create --package "$pkg_id" --name "bench-$RANDOM") || return 1
 }
 run_vnflow() {  # the instantiate request, waited for; leaves the op id in $T/last_op
   local rc=0
@@ -206,7 +206,7 @@ declare -A times
 for rep in $(seq 1 "$REPS"); do
   for method in vnflow ssh_mux ansible; do
     reset_remote
-    [[ $method != vnflow ]] || prepare_vnflow
+    if [[ $method == vnflow ]]; then prepare_vnflow || exit 1; fi
     t0=$(now)
     case $method in
       vnflow) run_vnflow ;;

@@ -702,8 +702,11 @@ int cmd_instance(const CommandSpec& spec, const Opts& o) {
   if (!op.ok())
     return fail(op.status());
   engine::wake_daemon(db_path(o));
-  if (wait)
+  if (wait) {
+    if (::isatty(STDERR_FILENO) != 0)  // for whoever interrupts the wait: the operation goes on
+      std::cerr << "operation " << printable(op.value().id) << " queued; waiting for it\n";
     return wait_op(*store, op.value().id, timeout, false, as_json, spec.words);
+  }
   if (as_json)
     std::cout << json_text(engine::op_view(op.value())) << "\n";
   else

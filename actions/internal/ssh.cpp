@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -452,6 +453,7 @@ struct ExecResult {
   int exit_code = -1;
   std::string out, err;
   bool truncated = false;
+  bool input_short = false;  // not all of the command's stdin could be sent
 };
 
 class Capture {
@@ -519,8 +521,10 @@ ExecResult run_command(Lease& lease, const std::string& command, const std::stri
     int n =
         ssh_channel_write(ch, stdin_data.data() + off,
                           static_cast<uint32_t>(std::min<size_t>(stdin_data.size() - off, 32768)));
-    if (n <= 0)
-      break;  // the command may not read its stdin; its exit status tells
+    if (n <= 0) {
+      r.input_short = true;  // the command may not read its stdin; its exit status tells
+      break;
+    }
     off += static_cast<size_t>(n);
   }
   ssh_channel_send_eof(ch);
@@ -955,6 +959,11 @@ class SshPut final : public SshAction {
     if (end == mode_s.c_str() || *end != '\0' || mode < 0 || mode > 07777)
       return Outcome::failure(ErrorClass::kInvalid,
                               what + ": mode \"" + mode_s + "\" is not octal");
+    {
+      char octal[8];
+      std::snprintf(octal, sizeof octal, "%04lo", mode);
+      mode_s = octal;  // what goes into the commands: digits only, whatever strtol skipped
+    }
     bool sudo = bool_in(in, "sudo");
     std::string sudo_password = str_in(in, "sudo_password");
     std::string sha = base::digest_hex(base::DigestAlgorithm::kSha256, data);
@@ -983,23 +992,30 @@ class SshPut final : public SshAction {
       return f;
     bool changed = before != sha;
     if (changed) {
-      // One command streams the content (its stdin) to a temporary name beside the target,
-      // moves it into place (a reader never sees half a file) and reads it back: one
-      // channel, no SFTP subsystem and no round trip per 32 KiB written.
-      std::string tmp =
-          parent_dir(path) + "/.vnflow-" +
-          base::digest_hex(base::DigestAlgorithm::kSha256, ctx.key + path).substr(0, 16);
-      std::string script = "umask 077; if cat > " + quote(tmp) + " && chmod " + mode_s + " -- " +
-                           quote(tmp) + " && mv -f -- " + quote(tmp) + " " + quote(path) +
-                           "; then :; else rm -f -- " + quote(tmp) + "; exit 1; fi; " +
-                           (verify ? sum : "true");
+      // One command streams the content (its stdin) into a new temporary file beside the
+      // target (mktemp: created exclusively, never a link or a file someone planted), checks
+      // that all of it arrived, moves it into place (a reader never sees half a file) and
+      // reads it back: one channel, no SFTP subsystem, no round trip per 32 KiB written. A
+      // connection lost mid-way ends `cat` early: the size differs and nothing is moved.
+      const std::string tmp_pattern = quote(parent_dir(path) + "/.vnflow-XXXXXXXXXX");
+      std::string script =
+          "t=$(mktemp " + tmp_pattern + ") || exit 1; if cat > \"$t\" && [ $(wc -c < \"$t\") -eq " +
+          std::to_string(data.size()) + " ] && chmod " + mode_s + " -- \"$t\" && mv -f -- \"$t\" " +
+          quote(path) + "; then :; else rm -f -- \"$t\"; exit 1; fi; " + (verify ? sum : "true");
       ExecResult r = helper(lease, script, ctx, sudo, sudo_password, 64 * 1024, data);
       if (!r.ok)
         return Outcome::failure(r.error_class, what_path + ": " + r.error);
-      if (r.exit_code != 0)
+      if (r.exit_code != 0) {
+        if (r.input_short)  // the channel took only part of the content: the link, not the VM
+          return Outcome::failure(ErrorClass::kTransient,
+                                  what_path +
+                                      ": the upload was cut short (nothing was moved "
+                                      "into place): " +
+                                      last_line(r.err));
         return Outcome::failure(
             ErrorClass::kFailed,
             what_path + ": cannot write the upload into place: " + last_line(r.err));
+      }
       std::string after = first_word(r.out);
       if (verify && after != sha)
         return Outcome::failure(ErrorClass::kFailed, what_path +

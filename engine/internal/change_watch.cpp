@@ -30,6 +30,11 @@ SqliteStore::~SqliteStore() {
 
 void SqliteStore::wait_for_change(std::chrono::milliseconds at_most) {
   using Clock = std::chrono::steady_clock;
+  auto now_ms = [] {  // steady, unlike engine::now_ms
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+               .count() +
+           1;  // never 0, which means "none"
+  };
   if (watch_fd_ == -1) {
     watch_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     std::string wal = db_file() + "-wal";
@@ -57,13 +62,19 @@ void SqliteStore::wait_for_change(std::chrono::milliseconds at_most) {
     return;
   }
   auto deadline = Clock::now() + at_most;
-  bool written = false;  // the log was written since this call began
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() < 0)
       left = std::chrono::milliseconds(0);
-    // Once the log was written, its commit is looked for every millisecond: it becomes
-    // visible within the time of one sync, or never (rolled back), and then at_most ends it.
+    // For 50 ms after the log was last written, a commit is looked for every millisecond,
+    // across calls: the writes seen may hold a commit that becomes visible only after its
+    // sync (or a second commit behind the one that woke the last call), or none (rolled
+    // back); then the watch goes back to waiting for the log.
+    bool written = watch_written_ms_ > 0;
+    if (written && now_ms() - watch_written_ms_ > 50) {
+      watch_written_ms_ = 0;
+      written = false;
+    }
     int wait_ms = static_cast<int>(written ? std::min<int64_t>(left.count(), 1) : left.count());
     struct pollfd p {
       watch_fd_, POLLIN, 0
@@ -71,11 +82,15 @@ void SqliteStore::wait_for_change(std::chrono::milliseconds at_most) {
     ::poll(&p, 1, wait_ms);
     // Drain what is queued: one wake-up for any number of writes.
     alignas(struct inotify_event) char buf[4096];
-    while (::read(watch_fd_, buf, sizeof buf) > 0)
+    while (::read(watch_fd_, buf, sizeof buf) > 0) {
       written = true;
+      watch_written_ms_ = now_ms();
+    }
     if (written) {
-      if (watch_db_ == nullptr)
+      if (watch_db_ == nullptr) {
+        watch_written_ms_ = 0;
         return;
+      }
       try {
         int64_t v = watch_db_->execAndGet("PRAGMA data_version").getInt64();
         if (v != watch_version_) {
@@ -83,6 +98,7 @@ void SqliteStore::wait_for_change(std::chrono::milliseconds at_most) {
           return;
         }
       } catch (const std::exception&) {
+        watch_written_ms_ = 0;
         return;  // cannot tell: as if it were there
       }
     }

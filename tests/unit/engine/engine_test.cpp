@@ -945,10 +945,13 @@ TEST_CASE("a reader waiting for a change wakes at the next commit, not at its ti
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       created = writer.value()->create_op(op).ok();  // one commit
     });
+    auto began = std::chrono::steady_clock::now();
     reader.value()->wait_for_change(std::chrono::milliseconds(10000));
     bool there = reader.value()->get_op(op.id).ok();  // before the writer's thread is joined
+    auto woke_after = std::chrono::steady_clock::now() - began;
     one.join();
     CHECK(created);
+    CHECK(woke_after < std::chrono::seconds(2));  // at the commit, not at the timeout
     seen += there ? 1 : 0;
   }
   CHECK(seen == static_cast<int>(instances.size()));
