@@ -30,11 +30,6 @@ SqliteStore::~SqliteStore() {
 
 void SqliteStore::wait_for_change(std::chrono::milliseconds at_most) {
   using Clock = std::chrono::steady_clock;
-  auto now_ms = [] {  // steady, unlike engine::now_ms
-    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
-               .count() +
-           1;  // never 0, which means "none"
-  };
   if (watch_fd_ == -1) {
     watch_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     std::string wal = db_file() + "-wal";
@@ -70,11 +65,7 @@ void SqliteStore::wait_for_change(std::chrono::milliseconds at_most) {
     // across calls: the writes seen may hold a commit that becomes visible only after its
     // sync (or a second commit behind the one that woke the last call), or none (rolled
     // back); then the watch goes back to waiting for the log.
-    bool written = watch_written_ms_ > 0;
-    if (written && now_ms() - watch_written_ms_ > 50) {
-      watch_written_ms_ = 0;
-      written = false;
-    }
+    bool written = Clock::now() - watch_written_ < std::chrono::milliseconds(50);
     int wait_ms = static_cast<int>(written ? std::min<int64_t>(left.count(), 1) : left.count());
     struct pollfd p {
       watch_fd_, POLLIN, 0
@@ -84,11 +75,11 @@ void SqliteStore::wait_for_change(std::chrono::milliseconds at_most) {
     alignas(struct inotify_event) char buf[4096];
     while (::read(watch_fd_, buf, sizeof buf) > 0) {
       written = true;
-      watch_written_ms_ = now_ms();
+      watch_written_ = Clock::now();
     }
     if (written) {
       if (watch_db_ == nullptr) {
-        watch_written_ms_ = 0;
+        watch_written_ = {};
         return;
       }
       try {
@@ -98,7 +89,7 @@ void SqliteStore::wait_for_change(std::chrono::milliseconds at_most) {
           return;
         }
       } catch (const std::exception&) {
-        watch_written_ms_ = 0;
+        watch_written_ = {};
         return;  // cannot tell: as if it were there
       }
     }

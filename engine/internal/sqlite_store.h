@@ -328,8 +328,8 @@ class SqliteStore : public Store {
   int watch_fd_ = -1;  // change_watch.cpp: the inotify watch on the log (-2: none possible)
   std::unique_ptr<SQLite::Database> watch_db_;  // change_watch.cpp: reads PRAGMA data_version
   int64_t watch_version_ = 0;
-  int64_t watch_written_ms_ = 0;  // the log was written then; its commit not seen yet (0: none)
-  Checkpointer checkpointer_;     // last: stopped before the connections close
+  std::chrono::steady_clock::time_point watch_written_;  // when the log was last written
+  Checkpointer checkpointer_;  // last: stopped before the connections close
 };
 
 }  // namespace engine::internal
