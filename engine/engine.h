@@ -409,6 +409,11 @@ class Store {
 
   // Files no hook may read (the database, its journal, its key file): local.exec hides them.
   virtual std::vector<std::string> private_files() const { return {}; }
+  // A long-running writer (the daemon, at its start) asks for the store's log to be made
+  // ready for a stream of small commits, so that a commit does not also grow a file (SQLite:
+  // its write-ahead log written out to the checkpoint threshold once; PostgreSQL recycles
+  // its WAL segments itself). Best effort: a store that cannot says why and works as before.
+  virtual base::Status reserve_log() { return base::Status::Ok(); }
   // Returns when something may have been committed to the database since the last call (by
   // any process), or after `at_most`, whichever comes first: what a reader waiting for an
   // operation's next transition sleeps on. The default sleeps `at_most`.

@@ -513,6 +513,8 @@ struct Daemon::Impl {
       if (base::Status s = lock_database(); !s.ok())
         return s;
     }
+    if (base::Status s = store->reserve_log(); !s.ok())
+      spdlog::info("database: {} (commits grow the log file)", s.message());
     boost::asio::post(sig_io, [this, p = wake_path(opt.db_path)] { open_wake_socket(p); });
     return start_engine(std::filesystem::path(opt.db_path).parent_path() / "work");
   }

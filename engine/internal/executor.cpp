@@ -509,8 +509,10 @@ struct Engine::Impl {
     r.dirty = false;
     r.committing = true;
     std::shared_ptr<StartRequest> start = std::move(r.start);
-    if (start)
+    if (start) {
       b.create = start->op;
+      b.create->owner = opt.owner;  // claimed by this commit (w.owner) in any case
+    }
     std::vector<int> starts = std::move(r.to_start);
     r.to_start.clear();
     std::string id = r.id;

@@ -258,6 +258,7 @@ class SqliteStore : public Store {
   base::Status delete_vim(std::string_view id) override;
   base::Status rotate_key() override;
   std::vector<std::string> private_files() const override;
+  base::Status reserve_log() override;
   // Watches the write-ahead log with inotify: every commit writes it.
   void wait_for_change(std::chrono::milliseconds at_most) override;
 
@@ -325,6 +326,7 @@ class SqliteStore : public Store {
   ReaderPool readers_;
   bool wal_ = false;  // init put the file in WAL mode
   std::unique_ptr<SQLite::Statement> upd_op_, upd_op_plain_, ins_output_, ins_event_, upd_inst_;
+  std::unique_ptr<SQLite::Statement> sel_inst_, sel_open_, ins_op_;  // insert_op_locked
   int watch_fd_ = -1;  // change_watch.cpp: the inotify watch on the log (-2: none possible)
   std::unique_ptr<SQLite::Database> watch_db_;  // change_watch.cpp: reads PRAGMA data_version
   int64_t watch_version_ = 0;

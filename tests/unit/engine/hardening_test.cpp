@@ -935,3 +935,69 @@ TEST_CASE("the write-ahead log is checkpointed in the background: it does not gr
   store.value().reset();
   CHECK(!fs::exists(db + "-wal"));
 }
+
+TEST_CASE("a daemon's store reserves its log: commits overwrite it in place, it stays bounded") {
+  if (vnflow_test::on_postgres()) {
+    WARN("skipped on PostgreSQL: SQLite's write-ahead log");
+    return;
+  }
+  TempDir dir;
+  std::string db = (dir.path / "log.db").string();
+  auto store = engine::open_sqlite_store(db);
+  REQUIRE(store.ok());
+  auto log_size = [&] {
+    std::error_code ec;
+    auto n = fs::file_size(db + "-wal", ec);
+    return ec ? uintmax_t{0} : n;
+  };
+  int next = 0;
+  auto put = [&](size_t bytes) {
+    engine::PackageRecord p;
+    p.id = engine::new_id();
+    p.digest = "log-" + std::to_string(next++) + "-" + p.id;
+    p.name = p.provider = p.product = "log";
+    p.version = "1";
+    p.vnfd_id = "log";
+    p.onboarded_ms = engine::now_ms();
+    return store.value()->put_package(p, std::string(bytes, 'x')).ok();
+  };
+  // Written out to the checkpointer's threshold: 4,000 frames of a 4 KiB page and the
+  // header (what SqliteStore::reserve_log computes).
+  constexpr uintmax_t kReserved = 32 + (4096 + 24) * 4000;
+  REQUIRE(put(100));
+  REQUIRE(log_size() < kReserved);
+  REQUIRE(store.value()->reserve_log().ok());
+  CHECK(log_size() == kReserved);
+  CHECK(store.value()->reserve_log().ok());  // again: nothing to do
+  CHECK(log_size() == kReserved);
+  // Small commits land inside the reserved file: none makes it longer.
+  for (int i = 0; i < 40; ++i)
+    REQUIRE(put(100));
+  CHECK(log_size() == kReserved);
+  // A copy taken now (what a crash leaves: the file and its log, no shared memory) holds
+  // every commit: the zeros past them read as the log's end.
+  fs::create_directories(dir.path / "copy");
+  fs::copy_file(db, dir.path / "copy" / "log.db");
+  fs::copy_file(db + "-wal", dir.path / "copy" / "log.db-wal");
+  fs::copy_file(db + ".key", dir.path / "copy" / "log.db.key");
+  {
+    auto copy = engine::open_sqlite_store((dir.path / "copy" / "log.db").string());
+    REQUIRE(copy.ok());
+    auto pkgs = copy.value()->list_packages();
+    REQUIRE(pkgs.ok());
+    CHECK(pkgs.value().size() == 41);
+  }
+  // A transaction larger than the reserve makes the log longer; once the checkpointer
+  // restarted it, the next commit cuts it back to the reserved length, not below.
+  REQUIRE(put(18u << 20));
+  CHECK(log_size() > kReserved);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (log_size() != kReserved && std::chrono::steady_clock::now() < deadline) {
+    REQUIRE(put(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(log_size() == kReserved);
+  auto pkgs = store.value()->list_packages();
+  REQUIRE(pkgs.ok());
+  CHECK(pkgs.value().size() >= 43);
+}
