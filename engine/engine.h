@@ -522,9 +522,10 @@ class Engine {
   // the next poll. Any thread; wakes that arrive while one is on its way are one read.
   void wake();
   // Creates operation `op` (STARTING, no cursor, as request_operation builds it) and starts
-  // it: the row and its first transition (PROCESSING, claimed here, the op_processing event)
-  // go into the engine's next group commit together, and the call returns once that commit
-  // ended: a request waits for one commit, not for a commit, a poll and another commit.
+  // it: on the calling thread, the row and its first transition (PROCESSING, claimed here,
+  // the op_processing event) are committed together, then the engine thread takes the run
+  // and launches its calls. A request waits for one commit, not for a commit, a poll and
+  // another commit, and for no hand-off to the engine thread and back.
   // Refused as Store::create_op refuses, writing nothing. When this engine does not take new
   // operations (not running, draining, a shared store, whose operations are claimed under a
   // lease), it is Store::create_op followed by wake(). Any thread but the engine's.

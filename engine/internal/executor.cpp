@@ -376,8 +376,41 @@ struct Engine::Impl {
   // operations each hand-off waited 0.2-0.4 ms for a CPU (bench/api.sh).
 
   std::atomic<bool> accepting{false};  // run() is on, the store not shared, not stopping
+  // Operations start_here is creating, until adopt took (or declined) them on the engine
+  // thread: load() leaves them to adopt, and the engine does not go idle meanwhile (the
+  // row is committed before the engine thread holds its run).
+  std::mutex starting_mu;
+  std::unordered_set<std::string> starting;
+
+  bool is_starting(const std::string& id) {
+    std::lock_guard<std::mutex> l(starting_mu);
+    return starting.count(id) > 0;
+  }
+  bool any_starting() {
+    std::lock_guard<std::mutex> l(starting_mu);
+    return !starting.empty();
+  }
 
   base::Status start_here(const OpRecord& op) {
+    {
+      std::lock_guard<std::mutex> l(starting_mu);
+      starting.insert(op.id);
+    }
+    auto g = std::make_shared<Group>();
+    std::shared_ptr<LiveRun> run;
+    std::vector<int> starts;
+    bool landed = false;
+    base::Status st = start_commit(op, run, starts, *g, landed);
+    // Always handed over, so that the operation leaves `starting` on the engine thread.
+    asio::post(io, [this, id = op.id, run = std::move(run), g, starts = std::move(starts),
+                    landed]() mutable { adopt(id, std::move(run), *g, starts, landed); });
+    return st;
+  }
+
+  // start_here's part on the caller's thread: the run, its first batch and the commit that
+  // creates the operation. `run` stays null when nothing was committed.
+  base::Status start_commit(const OpRecord& op, std::shared_ptr<LiveRun>& run,
+                            std::vector<int>& starts, Group& g, bool& landed) {
     auto r = std::make_unique<LiveRun>();
     init_run(*r, op);
     std::string err;
@@ -394,31 +427,37 @@ struct Engine::Impl {
     r->cyclic = cyclic(op.machine_digest, *r->m);
     Stepper own{registry, opt.max_redispatch};     // the engine thread's is its alone
     (void)own.resume(*r, op.state, now(), false);  // a new operation: nothing re-dispatched
-    std::vector<int> starts;
     Batch b = take_batch(*r, starts);
     b.create = op;
     b.create->owner = opt.owner;  // claimed by this commit (its OpWrite) in any case
-    auto g = std::make_shared<Group>();
-    g->reqs.push_back({std::move(b), nullptr});
-    apply_group(*g);
-    const Batch& done = g->reqs[0].batch;
-    base::Status st = g->status;
-    if (st.ok() && !done.refused.ok())
-      return done.refused;  // nothing of it written
+    g.reqs.push_back({std::move(b), nullptr});
+    apply_group(g);
+    run = std::move(r);
+    const base::Status& st = g.status;
+    if (st.ok() && !g.reqs[0].batch.refused.ok())
+      return g.reqs[0].batch.refused;  // nothing of it written
     // A failure the store reports after the commit landed (an error at its very end) is
     // told apart by reading the row back: the operation exists and is reloaded from it.
-    bool landed = st.ok() || store.get_op(op.id).ok();
-    asio::post(io,
-               [this, run = std::shared_ptr<LiveRun>(std::move(r)), g, starts = std::move(starts),
-                landed]() mutable { adopt(std::move(run), *g, starts, landed); });
+    landed = st.ok() || store.get_op(op.id).ok();
     return landed ? base::Status::Ok() : st;
   }
 
-  // On the engine thread: the run start_here committed (or failed to), as commit_done and
-  // on_committed take a group's. Not when the engine stops or already knows the operation
-  // (a later run() found it in the store first): the stored operation is resumed as any.
-  void adopt(std::shared_ptr<LiveRun> run, const Group& g, const std::vector<int>& starts,
-             bool landed) {
+  // On the engine thread: what start_here committed (or failed to), as commit_done and
+  // on_committed take a group's. The run is not taken when the engine stops or already
+  // knows the operation: the stored operation is resumed as any other.
+  void adopt(const std::string& id, std::shared_ptr<LiveRun> run, const Group& g,
+             const std::vector<int>& starts, bool landed) {
+    if (run != nullptr)
+      adopt_run(std::move(run), g, starts, landed);
+    {
+      std::lock_guard<std::mutex> l(starting_mu);
+      starting.erase(id);
+    }
+    maybe_idle();
+  }
+
+  void adopt_run(std::shared_ptr<LiveRun> run, const Group& g, const std::vector<int>& starts,
+                 bool landed) {
     const base::Status& st = g.status;
     {
       std::lock_guard<std::mutex> l(stats_mu);
@@ -432,7 +471,7 @@ struct Engine::Impl {
       m->observe("vnflow_commit_duration_seconds", {}, g.took_s);
       m->observe("vnflow_commit_batch_size", {}, 1);
       if (st.ok())
-        m->add("vnflow_transitions_committed_total", {}, 1);
+        m->add("vnflow_transitions_committed_total", {}, g.reqs[0].batch.fenced ? 0 : 1);
       else
         m->add("vnflow_commit_failures_total", {});
     }
@@ -445,6 +484,13 @@ struct Engine::Impl {
       }
       return;
     }
+    if (commit_fail_streak > 0) {
+      spdlog::info("commits succeed again after {} failed ones", commit_fail_streak);
+      commit_fail_streak = 0;
+      reload_not_before_ms = 0;
+    }
+    if (g.reqs[0].batch.fenced)
+      return;  // refused: nothing written
     log_committed(g.reqs[0].batch, [&](const std::string&) {
       return std::pair{run->instance_id, run->operation};
     });
@@ -817,8 +863,8 @@ struct Engine::Impl {
   }
 
   void load(const OpRecord& op) {
-    if (known.count(op.id))
-      return;
+    if (known.count(op.id) || is_starting(op.id))
+      return;  // loaded, or start_here's: adopt takes it
     known.insert(op.id);
     auto r = std::make_unique<LiveRun>();
     init_run(*r, op);
@@ -979,7 +1025,8 @@ struct Engine::Impl {
   }
 
   void maybe_idle() {
-    bool busy_actions = !running_by_op.empty();
+    // An operation start_here committed (or is committing) is on its way to adopt.
+    bool busy_actions = !running_by_op.empty() || any_starting();
     if (stopping) {
       bool committing = commit_in_flight;
       for (const auto& [id, r] : runs)

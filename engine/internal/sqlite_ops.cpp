@@ -60,7 +60,7 @@ base::Status SqliteStore::apply(const std::vector<const Batch*>& batches) {
         for (const auto& o : b->ops) {
           bool full = o.state || o.owner;
           auto& st = full ? *upd_op_ : *upd_op_plain_;
-          st.reset();
+          st.tryReset();  // a cached statement: an earlier failed step's error is not this one's
           int i = 1;
           st.bind(i++, o.op_id);
           if (full) {
@@ -109,7 +109,7 @@ base::Status SqliteStore::apply(const std::vector<const Batch*>& batches) {
         } else {
           for (const auto& out : b->outputs) {
             auto& st = *ins_output_;
-            st.reset();
+            st.tryReset();
             st.bind(1, out.op_id);
             st.bind(2, out.state);
             st.bind(3, sealer_.sealed_output(out));
@@ -119,7 +119,7 @@ base::Status SqliteStore::apply(const std::vector<const Batch*>& batches) {
         for (size_t k = 0; k < b->events.size(); ++k) {
           const auto& e = b->events[k];
           auto& st = *ins_event_;
-          st.reset();
+          st.tryReset();
           st.bind(1, e.op_id);
           st.bind(2, static_cast<int64_t>(e.seq));
           st.bind(3, static_cast<int64_t>(e.at_ms));
@@ -147,7 +147,7 @@ base::Status SqliteStore::apply(const std::vector<const Batch*>& batches) {
         }
         for (const auto& i : b->instances) {
           auto& st = *upd_inst_;
-          st.reset();
+          st.tryReset();
           st.bind(1, i.instance_id);
           st.bind(2, i.instantiation_state);
           st.bind(3, sealed_text(i.record, "instance/" + i.instance_id));
@@ -179,29 +179,29 @@ base::Status SqliteStore::insert_op_locked(const OpRecord& rec) {
   }
   {
     auto& inst = *sel_inst_;
-    inst.reset();
+    inst.tryReset();
     inst.bind(1, rec.instance_id);
     bool found = inst.executeStep();
-    inst.reset();
+    inst.tryReset();
     if (!found)
       return base::Status::NotFound("no VNF instance " + rec.instance_id);
   }
   {
     auto& open = *sel_open_;
-    open.reset();
+    open.tryReset();
     open.bind(1, rec.instance_id);
     if (open.executeStep()) {
       base::Status why = base::Status::FailedPrecondition(
           "VNF instance " + rec.instance_id + " already has operation " +
           open.getColumn(0).getString() + " (" + open.getColumn(2).getString() + ") in " +
           open.getColumn(1).getString() + "; one operation at a time per instance");
-      open.reset();
+      open.tryReset();
       return why;
     }
-    open.reset();
+    open.tryReset();
   }
   auto& ins = *ins_op_;
-  ins.reset();
+  ins.tryReset();
   ins.clearBindings();
   ins.bind(1, rec.id);
   ins.bind(2, rec.instance_id);

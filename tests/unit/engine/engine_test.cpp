@@ -55,15 +55,23 @@ struct Effects {
   std::map<std::string, int> calls;                   // state -> calls
   std::map<std::string, int> fail_first;              // state -> failures to return first
   base::ErrorClass fail_class = base::ErrorClass::kTransient;
-  std::string fail_message;        // instead of "fake failure of STATE"
-  std::string stdout_text;         // instead of "ok\n"
-  std::vector<std::string> order;  // states in call order
+  std::string fail_message;             // instead of "fake failure of STATE"
+  std::string stdout_text;              // instead of "ok\n"
+  std::vector<std::string> order;       // states in call order
+  std::map<std::string, int> sleep_ms;  // state -> how long its calls take
 };
 
 class FakeExec : public actions::Action {
  public:
   explicit FakeExec(std::shared_ptr<Effects> e) : e_(std::move(e)) {}
   actions::Outcome run(const json::object&, const actions::Context& ctx) const override {
+    int nap = 0;
+    {
+      std::lock_guard<std::mutex> l(e_->mu);
+      auto it = e_->sleep_ms.find(ctx.state);
+      nap = it != e_->sleep_ms.end() ? it->second : 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(nap));
     std::lock_guard<std::mutex> l(e_->mu);
     e_->calls[ctx.state]++;
     e_->order.push_back(ctx.state);
@@ -778,6 +786,77 @@ TEST_CASE("Store::apply: a batch that creates an operation, or is refused and wr
   REQUIRE(hist.value().size() == 1);
   CHECK(hist.value()[0].kind == "op_processing");
   f.store.reset();  // a history made by hand, not by a run of the engine: not replayed
+}
+
+namespace {
+
+// Holds every commit that creates an operation for `hold` before it goes to the store.
+class SlowCreate : public vnflow_test::StoreWrapper {
+ public:
+  SlowCreate(engine::Store& s, std::chrono::milliseconds hold) : StoreWrapper(s), hold_(hold) {}
+  base::Status apply(const std::vector<const engine::Batch*>& b) override {
+    for (const engine::Batch* x : b)
+      if (x->create)
+        std::this_thread::sleep_for(hold_);
+    return StoreWrapper::apply(b);
+  }
+
+ private:
+  std::chrono::milliseconds hold_;
+};
+
+}  // namespace
+
+TEST_CASE("Engine::start: an engine running until idle waits for a start it is committing") {
+  if (vnflow_test::on_postgres())
+    return;  // a shared store's engine takes no start
+  Fixture f;
+  auto i2 = engine::create_instance(*f.store, f.package_id, "second", "");
+  REQUIRE(i2.ok());
+  // Operation A keeps the engine busy for a while; B is requested through start() meanwhile,
+  // and its creating commit outlasts A: the engine has no run left while B's row is written.
+  std::string a = f.request("instantiate", f.instantiate_request());
+  f.effects->sleep_ms["instantiate_end.prepare"] = 300;
+  SlowCreate slow(*f.store, std::chrono::milliseconds(700));
+  engine::Engine e(slow, f.registry(), f.options());
+  std::thread t([&] { e.run_until_idle(); });
+  wait_until_running(e);
+  base::Diagnostics diags;
+  auto b =
+      engine::request_operation(slow, i2.value().id, "instantiate", f.instantiate_request(), diags,
+                                [&](const engine::OpRecord& op) { return e.start(op); });
+  INFO(b.status().to_string());
+  REQUIRE(b.ok());
+  t.join();
+  // The engine went idle only once B was run, not between its commit and its adoption.
+  CHECK(f.state(a) == OpState::kCompleted);
+  CHECK(f.state(b.value().id) == OpState::kCompleted);
+  check_exactly_once(f, b.value().id);
+}
+
+TEST_CASE("Store::create_op: a creation that failed does not fail the next one") {
+  Fixture f;
+  auto i2 = engine::create_instance(*f.store, f.package_id, "second", "");
+  REQUIRE(i2.ok());
+  std::string queued = f.request("instantiate", f.instantiate_request());
+  engine::OpRecord op = f.store->get_op(queued).value();
+  op.id = engine::new_id();
+  op.instance_id = i2.value().id;
+  op.state = OpState::kStarting;
+  op.owner.clear();
+  op.cursor = nullptr;
+  op.machine_digest = "no-such-machine";  // its foreign key fails the INSERT itself
+  base::Status bad = f.store->create_op(op);
+  CHECK_FALSE(bad.ok());
+  CHECK(f.store->get_op(op.id).status().code() == base::StatusCode::kNotFound);
+  // The statements the store keeps prepared carry no error of that one into this one.
+  op.id = engine::new_id();
+  op.machine_digest = f.store->get_op(queued).value().machine_digest;
+  base::Status good = f.store->create_op(op);
+  INFO(good.to_string());
+  CHECK(good.ok());
+  CHECK(f.store->get_op(op.id).ok());
+  f.store.reset();  // made by hand, not by a run of the engine: not replayed
 }
 
 TEST_CASE("Engine::start: a failed commit answers the error and leaves no operation") {
