@@ -337,7 +337,7 @@ void Checkpointer::run() {
 // daemon start: SQLite appends each commit's frames to the log and syncs it, and while the
 // log grows, that sync must also make its new length durable (a journal commit of the file
 // system: 0.31-0.36 ms against 0.20 ms for a commit that overwrites frames within the file,
-// /tmp/pg2.py in bench/README.md). A log the checkpointer restarts is overwritten in place
+// bench/wal_reuse.py). A log the checkpointer restarts is overwritten in place
 // from then on; journal_size_limit truncates it back to this size (never below) after a
 // large transaction made it longer. Zeros beyond the log's valid frames are what SQLite
 // itself leaves there (frames carry their salt and checksum), and they are written under
