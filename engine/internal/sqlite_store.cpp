@@ -338,8 +338,9 @@ void Checkpointer::run() {
 // log grows, that sync must also make its new length durable (a journal commit of the file
 // system: 0.31-0.36 ms against 0.20 ms for a commit that overwrites frames within the file,
 // bench/wal_reuse.py). A log the checkpointer restarts is overwritten in place
-// from then on; journal_size_limit truncates it back to this size (never below) after a
-// large transaction made it longer. Zeros beyond the log's valid frames are what SQLite
+// from then on. journal_size_limit is twice the reserve: the frames written while a
+// checkpoint runs grow the file once, not after every restart, and a large transaction
+// leaves no longer file than that behind. Zeros beyond the log's valid frames are what SQLite
 // itself leaves there (frames carry their salt and checksum), and they are written under
 // the write lock, after whatever any process has committed. Skipped on a file system
 // without ample room: a nearly full disk needs that space for the database.
@@ -350,7 +351,7 @@ base::Status SqliteStore::reserve_log() {
   return guard([&] {
     const int64_t page = w_.execAndGet("PRAGMA page_size").getInt64();
     const int64_t target = 32 + (page + 24) * Checkpointer::kBackgroundPages;
-    w_.exec("PRAGMA journal_size_limit=" + std::to_string(target));
+    w_.exec("PRAGMA journal_size_limit=" + std::to_string(2 * target));
     struct statvfs fs {};
     std::string dir = std::filesystem::path(db_file()).parent_path().string();
     if (::statvfs(dir.empty() ? "." : dir.c_str(), &fs) != 0 ||

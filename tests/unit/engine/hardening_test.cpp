@@ -987,16 +987,16 @@ TEST_CASE("a daemon's store reserves its log: commits overwrite it in place, it 
     REQUIRE(pkgs.ok());
     CHECK(pkgs.value().size() == 41);
   }
-  // A transaction larger than the reserve makes the log longer; once the checkpointer
-  // restarted it, the next commit cuts it back to the reserved length, not below.
-  REQUIRE(put(18u << 20));
-  CHECK(log_size() > kReserved);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (log_size() != kReserved && std::chrono::steady_clock::now() < deadline) {
+  // A transaction larger than the limit (twice the reserve) makes the log longer; once the
+  // checkpointer restarted it, the next commit cuts it back to the limit, not below.
+  REQUIRE(put(36u << 20));
+  CHECK(log_size() > 2 * kReserved);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (log_size() != 2 * kReserved && std::chrono::steady_clock::now() < deadline) {
     REQUIRE(put(100));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  CHECK(log_size() == kReserved);
+  CHECK(log_size() == 2 * kReserved);
   auto pkgs = store.value()->list_packages();
   REQUIRE(pkgs.ok());
   CHECK(pkgs.value().size() >= 43);
