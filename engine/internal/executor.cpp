@@ -293,6 +293,31 @@ struct Engine::Impl {
   // callbacks, and the calls the commit allowed.
   void commit_done(Group& group) {
     const base::Status st = group.status;
+    count_commit(group);
+    if (st.ok()) {
+      for (const auto& r : group.reqs) {
+        if (!r.batch.fenced)
+          log_committed(r.batch, [this](const std::string& id) {
+            auto it = runs.find(id);
+            return it != runs.end() ? std::pair{it->second->instance_id, it->second->operation}
+                                    : std::pair<std::string, std::string>{};
+          });
+      }
+    }
+    for (auto& r : group.reqs)
+      r.done(st, r.batch.fenced);
+    // The calls those commits allowed, to the workers in one burst.
+    dispatcher.flush();
+    if (!queue.empty())
+      schedule_commit();
+    else if (stopping || until_idle)
+      maybe_idle();  // a group of dropped Runs only: nothing else would look
+  }
+
+  // A group's transaction in the counts and the metrics (a group commit's, or the one
+  // Engine::start made on its caller's thread); a success ends a streak of failures.
+  void count_commit(const Group& group) {
+    const base::Status& st = group.status;
     {
       std::lock_guard<std::mutex> l(stats_mu);
       stats.commits++;
@@ -313,29 +338,11 @@ struct Engine::Impl {
         m->add("vnflow_commit_failures_total", {});
       }
     }
-    if (st.ok()) {
-      for (const auto& r : group.reqs) {
-        if (!r.batch.fenced)
-          log_committed(r.batch, [this](const std::string& id) {
-            auto it = runs.find(id);
-            return it != runs.end() ? std::pair{it->second->instance_id, it->second->operation}
-                                    : std::pair<std::string, std::string>{};
-          });
-      }
-    }
     if (st.ok() && commit_fail_streak > 0) {
       spdlog::info("commits succeed again after {} failed ones", commit_fail_streak);
       commit_fail_streak = 0;
       reload_not_before_ms = 0;
     }
-    for (auto& r : group.reqs)
-      r.done(st, r.batch.fenced);
-    // The calls those commits allowed, to the workers in one burst.
-    dispatcher.flush();
-    if (!queue.empty())
-      schedule_commit();
-    else if (stopping || until_idle)
-      maybe_idle();  // a group of dropped Runs only: nothing else would look
   }
 
   void note_commit_failure(const std::string& id, const base::Status& st) {
@@ -459,22 +466,7 @@ struct Engine::Impl {
   void adopt_run(std::shared_ptr<LiveRun> run, const Group& g, const std::vector<int>& starts,
                  bool landed) {
     const base::Status& st = g.status;
-    {
-      std::lock_guard<std::mutex> l(stats_mu);
-      stats.commits++;
-      stats.batches++;
-      if (!st.ok())
-        stats.commit_failures++;
-    }
-    if (base::Metrics* m = opt.metrics) {
-      m->add("vnflow_commits_total", {});
-      m->observe("vnflow_commit_duration_seconds", {}, g.took_s);
-      m->observe("vnflow_commit_batch_size", {}, 1);
-      if (st.ok())
-        m->add("vnflow_transitions_committed_total", {}, g.reqs[0].batch.fenced ? 0 : 1);
-      else
-        m->add("vnflow_commit_failures_total", {});
-    }
+    count_commit(g);
     const std::string id = run->id;
     if (!st.ok()) {
       note_commit_failure(id, st);
@@ -483,11 +475,6 @@ struct Engine::Impl {
         try_reloads();
       }
       return;
-    }
-    if (commit_fail_streak > 0) {
-      spdlog::info("commits succeed again after {} failed ones", commit_fail_streak);
-      commit_fail_streak = 0;
-      reload_not_before_ms = 0;
     }
     if (g.reqs[0].batch.fenced)
       return;  // refused: nothing written
@@ -844,8 +831,6 @@ struct Engine::Impl {
     return machines.emplace(digest, m.value()).first->second;
   }
 
-  // `start`: an operation Engine::start asked for, not in the store yet; its first commit
-  // creates it, and a failure to load it answers the request instead of failing it.
   // A run's fields from its stored (or requested) operation.
   static void init_run(LiveRun& r, const OpRecord& op) {
     r.id = op.id;
