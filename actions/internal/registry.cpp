@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 
 #include <boost/json.hpp>
 
@@ -89,17 +90,48 @@ std::vector<const Kind*> Registry::kinds() const {
 }
 
 bool is_secret_name(std::string_view name) {
-  std::string n(name.size(), '\0');
-  for (size_t i = 0; i < name.size(); ++i)
-    n[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(name[i])));
   // Also the HTTP headers that carry credentials (Authorization, Proxy-Authorization,
   // Cookie, Set-Cookie, X-Api-Key): an http.request's headers and its answer's.
-  static const char* kWords[] = {"password",   "passwd",        "secret",  "token",  "private_key",
-                                 "privatekey", "credential",    "api_key", "apikey", "api-key",
-                                 "passphrase", "authorization", "cookie"};
-  for (const char* w : kWords) {
-    if (n.find(w) != std::string::npos)
-      return true;
+  // One pass, no copy (ASCII letters in either case): it runs on every key of every output
+  // and on each cursor and output text a commit seals (Sealer::sealed_text), several times
+  // per transition.
+  // By first letter (the table below finds each letter's run).
+  static constexpr std::string_view kWords[] = {
+      "api_key", "apikey",      "api-key",    "authorization", "cookie", "credential", "password",
+      "passwd",  "private_key", "privatekey", "passphrase",    "secret", "token"};
+  constexpr int kN = static_cast<int>(std::size(kWords));
+  struct Table {
+    unsigned char lower[256];
+    unsigned char from[256], to[256];  // the words [from, to) start with this letter
+    constexpr Table() : lower(), from(), to() {
+      for (int c = 0; c < 256; ++c)
+        lower[c] = static_cast<unsigned char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+      for (int k = kN - 1; k >= 0; --k) {
+        auto c = static_cast<unsigned char>(kWords[k][0]);
+        if (to[c] == 0)
+          to[c] = static_cast<unsigned char>(k + 1);
+        from[c] = static_cast<unsigned char>(k);
+      }
+      for (int c = 'a'; c <= 'z'; ++c) {
+        from[c - 'a' + 'A'] = from[c];
+        to[c - 'a' + 'A'] = to[c];
+      }
+    }
+  };
+  static constexpr Table t;
+  const auto* p = reinterpret_cast<const unsigned char*>(name.data());
+  const size_t n = name.size();
+  for (size_t i = 0; i + 5 <= n; ++i) {  // no word is shorter than 5
+    for (int w = t.from[p[i]]; w < t.to[p[i]]; ++w) {
+      std::string_view word = kWords[w];
+      if (n - i < word.size())
+        continue;
+      size_t k = 1;
+      while (k < word.size() && t.lower[p[i + k]] == static_cast<unsigned char>(word[k]))
+        ++k;
+      if (k == word.size())
+        return true;
+    }
   }
   return false;
 }

@@ -85,6 +85,7 @@ struct Engine::Impl {
   // committed here at once, as two hand-offs would cost it more than they save. One group
   // is in flight at a time.
   static constexpr size_t kCommitterGroup = 8;
+  static constexpr size_t kEarlyCommit = 64;
   struct Req {
     Batch batch;
     std::function<void(base::Status, bool fenced)> done;
@@ -102,9 +103,12 @@ struct Engine::Impl {
   int64_t reload_not_before_ms = 0;
   int64_t last_fail_log_ms = 0;
   uint64_t fails_since_log = 0;
+  // The batches waiting for a commit, and whether the committer thread holds a group:
+  // filled on the engine thread, taken there or by the committer itself (queue_mu).
+  std::mutex queue_mu;
   std::vector<Req> queue;
+  std::atomic<bool> commit_in_flight{false};
   bool commit_scheduled = false;
-  bool commit_in_flight = false;  // a group on the committer thread
   base::WorkQueue committer{1};
   mutable std::mutex stats_mu;
   EngineStats stats;
@@ -235,10 +239,8 @@ struct Engine::Impl {
   // -------------------------------------------------------------------------------------
   // Commits
 
-  void commit_now() {
-    commit_scheduled = false;
-    if (queue.empty() || commit_in_flight)
-      return;  // a commit on the committer thread schedules the next when it is done
+  // The next group from the queue (at most max_group batches); the caller holds queue_mu.
+  std::shared_ptr<Group> take_group_locked() {
     auto group = std::make_shared<Group>();
     size_t take = std::min(queue.size(), std::max<size_t>(1, opt.max_group));
     if (take == queue.size()) {
@@ -249,21 +251,60 @@ struct Engine::Impl {
           std::make_move_iterator(queue.begin() + static_cast<std::ptrdiff_t>(take)));
       queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(take));
     }
-    if (group->reqs.size() < kCommitterGroup) {
+    return group;
+  }
+
+  size_t queue_size() {
+    std::lock_guard<std::mutex> l(queue_mu);
+    return queue.size();
+  }
+
+  bool queue_empty() {
+    std::lock_guard<std::mutex> l(queue_mu);
+    return queue.empty();
+  }
+
+  void commit_now() {
+    commit_scheduled = false;
+    std::shared_ptr<Group> group;
+    {
+      std::lock_guard<std::mutex> l(queue_mu);
+      if (queue.empty() || commit_in_flight)
+        return;  // the committer takes the queue when its group is done
+      group = take_group_locked();
+      if (group->reqs.size() >= kCommitterGroup)
+        commit_in_flight = true;
+    }
+    if (!commit_in_flight) {
       apply_group(*group);
       commit_done(*group);
       return;
     }
     // A large group: committed on the committer thread while this one steps the results
     // that come meanwhile (they form the next group).
-    commit_in_flight = true;
-    committer.push([this, group] {
+    committer.push([this, group] { commit_on_committer(group); });
+  }
+
+  // The committer thread: commits `group`, and then the queue as it stands, for as long as
+  // it holds a large group: a group that waited for the engine thread to take it (behind the
+  // results it was stepping) left the disk idle meanwhile. The engine thread gets each group
+  // back in order (commit_done).
+  void commit_on_committer(std::shared_ptr<Group> group) {
+    for (;;) {
       apply_group(*group);
-      asio::post(io, [this, group] {
-        commit_in_flight = false;
-        commit_done(*group);
-      });
-    });
+      std::shared_ptr<Group> next;
+      {
+        std::lock_guard<std::mutex> l(queue_mu);
+        if (queue.size() >= kCommitterGroup && !hard_stop)
+          next = take_group_locked();
+        else
+          commit_in_flight = false;
+      }
+      asio::post(io, [this, group] { commit_done(*group); });
+      if (next == nullptr)
+        return;
+      group = std::move(next);
+    }
   }
 
   // The store's transaction for a group (the engine thread, or the committer thread while
@@ -308,7 +349,7 @@ struct Engine::Impl {
       r.done(st, r.batch.fenced);
     // The calls those commits allowed, to the workers in one burst.
     dispatcher.flush();
-    if (!queue.empty())
+    if (!queue_empty())
       schedule_commit();
     else if (stopping || until_idle)
       maybe_idle();  // a group of dropped Runs only: nothing else would look
@@ -369,7 +410,10 @@ struct Engine::Impl {
   }
 
   void submit(Batch b, std::function<void(base::Status, bool)> done) {
-    queue.push_back({std::move(b), std::move(done)});
+    {
+      std::lock_guard<std::mutex> l(queue_mu);
+      queue.push_back({std::move(b), std::move(done)});
+    }
     schedule_commit();
   }
 
@@ -576,7 +620,6 @@ struct Engine::Impl {
       return;
     LiveRun& r = *itr->second;
     r.committing = false;
-    base::LogFields f{{"op_id", r.id}, {"instance_id", r.instance_id}, {"operation", r.operation}};
     if (!st.ok()) {
       note_commit_failure(id, st);
       drop_and_reload(id);
@@ -736,8 +779,14 @@ struct Engine::Impl {
   }
 
   void take_results(std::vector<Dispatcher::Result>& got) {
-    for (const Dispatcher::Result& f : got)
+    for (const Dispatcher::Result& f : got) {
       on_result(f.call->id, f.call->gen, f.call->item, f.call->cur, f.out, f.started_ms);
+      // A commit starts once enough is stepped, not behind the whole burst: the disk
+      // writes one part while this thread steps the rest (with 200 operations running
+      // they no longer move in one lockstep group).
+      if (!commit_in_flight && queue_size() >= kEarlyCommit)
+        commit_now();
+    }
   }
 
   void on_result(const std::string& id, uint64_t gen, int i, int cur, const actions::Outcome& out,

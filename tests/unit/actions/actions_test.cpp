@@ -83,6 +83,20 @@ TEST_CASE("a URL's password is a secret wherever it stands (proxy settings)") {
         R"("no_proxy":"10.0.0.1,registry.example.com"},"list":["https://a:***@c"]})");
 }
 
+TEST_CASE("a secret's name is found in any letter case and anywhere in the name") {
+  for (const char* yes :
+       {"password", "ADMIN_PASSWORD", "db.Passwd", "client_secret", "X-Auth-Token", "tokenId",
+        "ssh_private_key", "PrivateKey", "credentials", "api_key", "ApiKey", "X-Api-Key",
+        "passphrase", "Proxy-Authorization", "Set-Cookie", "{\"vim\":{\"password\":\"p\"}}"})
+    CHECK(actions::is_secret_name(yes));
+  for (const char* no : {"", "p", "pass", "user", "tok", "api", "secre", "auth", "cook", "private",
+                         "command", "{\"stdout\":\"ok\"}"})
+    CHECK_FALSE(actions::is_secret_name(no));
+  // A word cut by the end of the text is not one.
+  CHECK_FALSE(actions::is_secret_name("xx_passwor"));
+  CHECK_FALSE(actions::is_secret_name("x_tok"));
+}
+
 TEST_CASE("URLs are parsed or refused with the reason") {
   auto u = actions::http::parse_url("https://heat.example:8004/v1/abc?x=1");
   REQUIRE(u.ok());
