@@ -47,7 +47,7 @@ void Dispatcher::flush() {
 void Dispatcher::run(const std::shared_ptr<Job>& job) {
   if (!job->started) {
     // A daemon stopping at once starts no call that waited for a worker: it is left
-    // dispatched (executor.cpp, on_result), and the next start dispatches it again with
+    // dispatched (executor_runs.cpp, on_result), and the next start dispatches it again with
     // the same key.
     if (hard_stop_)
       return deliver({std::shared_ptr<const Call>(job, &job->call), actions::Outcome::poll(1), 0});
