@@ -273,14 +273,29 @@ void Checkpointer::stop() {
     thread_.join();
 }
 
+Checkpointer::Step Checkpointer::decide(int pages, int backfilled) {
+  if (pages >= kInlinePages)
+    return Step::kHere;
+  if (pages < kBackgroundPages)
+    return Step::kNone;
+  if (backfilled > 0 && pages >= backfilled && pages - backfilled <= kCatchUpFrames)
+    return Step::kHere;
+  return Step::kThread;
+}
+
 int Checkpointer::on_commit(void* self, sqlite3* db, const char* name, int pages) {
   auto* c = static_cast<Checkpointer*>(self);
-  if (pages >= kInlinePages) {
+  int done = c->backfilled_;
+  Step step = decide(pages, done);
+  if (pages < kBackgroundPages && done != 0)
+    c->backfilled_ = 0;  // the log restarted
+  if (step == Step::kNone)
+    return SQLITE_OK;
+  if (step == Step::kHere) {
     sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    c->backfilled_ = 0;
     return SQLITE_OK;
   }
-  if (pages < kBackgroundPages)
-    return SQLITE_OK;
   std::lock_guard<std::mutex> lock(c->mu_);
   if (c->stopping_)
     return SQLITE_OK;
@@ -325,8 +340,13 @@ void Checkpointer::run() {
     lock.unlock();
     if (db == nullptr)
       db = open();  // it failed before: try again (a transient failure must not last)
-    if (db != nullptr)
-      sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    if (db != nullptr) {
+      int log = 0, done = 0;
+      if (sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &done) ==
+              SQLITE_OK &&
+          log >= kBackgroundPages && done > 0)
+        backfilled_ = done;
+    }
     lock.lock();
   }
   lock.unlock();

@@ -61,6 +61,14 @@ class Checkpointer {
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
 
+  // What a commit that left `pages` frames in the log does, the thread's last pass having
+  // checkpointed `backfilled` of them (0: none since the log restarted): nothing, a
+  // checkpoint here (the log outgrew kInlinePages, or the thread's pass left at most
+  // kCatchUpFrames behind), or a pass on the thread.
+  enum class Step { kNone, kHere, kThread };
+  static Step decide(int pages, int backfilled);
+  static constexpr int kCatchUpFrames = 256;
+
   // Makes this the checkpointer of the writer connection `db` (replaces its automatic
   // checkpoint).
   void attach(sqlite3* db);
@@ -71,6 +79,14 @@ class Checkpointer {
   static int on_commit(void* self, sqlite3* db, const char* name, int pages);
   sqlite3* open();
   void run();
+
+  // Frames the thread's last pass checkpointed, while the log has not restarted since (0:
+  // none). The writer checkpoints the few frames it committed meanwhile itself (decide):
+  // the log restarts only at a transaction that begins with every frame checkpointed, and
+  // a busy writer's next transaction began before the thread's pass was over, pass after
+  // pass, while the log grew past its reserve (for 500 commits of a chain of 2,000, each
+  // of them twice as slow: the growing file's sync).
+  std::atomic<int> backfilled_{0};
 
   std::string path_;
   std::mutex mu_;

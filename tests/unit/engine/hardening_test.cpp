@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/internal/sqlite_store.h"
 
 #include "tests/unit/engine/replay_check.h"
 #include "tests/unit/engine/store_param.h"
@@ -1000,4 +1001,66 @@ TEST_CASE("a daemon's store reserves its log: commits overwrite it in place, it 
   auto pkgs = store.value()->list_packages();
   REQUIRE(pkgs.ok());
   CHECK(pkgs.value().size() >= 43);
+}
+
+TEST_CASE(
+    "a log under commits without a pause is restarted once checkpointed: it stays near its "
+    "reserve") {
+  if (vnflow_test::on_postgres()) {
+    WARN("skipped on PostgreSQL: SQLite's write-ahead log");
+    return;
+  }
+  TempDir dir;
+  std::string db = (dir.path / "busy.db").string();
+  auto store = engine::open_sqlite_store(db);
+  REQUIRE(store.ok());
+  REQUIRE(store.value()->reserve_log().ok());
+  auto log_size = [&] {
+    std::error_code ec;
+    auto n = fs::file_size(db + "-wal", ec);
+    return ec ? uintmax_t{0} : n;
+  };
+  const uintmax_t reserved = log_size();
+  REQUIRE(reserved > 0);
+  // Back to back, as a busy daemon's writer commits: past the checkpointer's threshold
+  // (4,000 frames) twice over. The log restarts only at a transaction that begins once
+  // every frame is checkpointed; a checkpoint in the background finished after the next
+  // commit had begun, every time, and the log grew for as long as the commits came.
+  for (int i = 0; i < 3000; ++i) {
+    engine::PackageRecord p;
+    p.id = engine::new_id();
+    p.digest = "busy-" + std::to_string(i) + "-" + p.id;
+    p.name = p.provider = p.product = "busy";
+    p.version = "1";
+    p.vnfd_id = "busy";
+    p.onboarded_ms = engine::now_ms();
+    REQUIRE(store.value()->put_package(p, std::string(100, 'x')).ok());
+    // The executor's work between two commits (stepping, dispatching): 50 us.
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+         std::chrono::steady_clock::now() < until;) {
+    }
+  }
+  // Past the reserve by at most what was committed while the checkpointer's thread ran its
+  // pass, and the few frames the writer then checkpointed itself (the thread's pass
+  // copies the 4,000 frames' pages: a few milliseconds; a loaded machine gets more slack).
+  constexpr uintmax_t kFrame = 4096 + 24;
+  CHECK(log_size() <= reserved + 512 * kFrame);
+}
+
+TEST_CASE("the checkpointer: a thread's pass past the threshold, the last frames by the writer") {
+  using C = engine::internal::Checkpointer;
+  using S = C::Step;
+  CHECK(C::decide(10, 0) == S::kNone);
+  CHECK(C::decide(C::kBackgroundPages - 1, 0) == S::kNone);
+  CHECK(C::decide(C::kBackgroundPages - 1, 4100) == S::kNone);  // restarted since that pass
+  CHECK(C::decide(C::kBackgroundPages, 0) == S::kThread);
+  // The thread checkpointed 4,000 frames; the writer committed some more meanwhile: it
+  // checkpoints those itself, so that its next transaction restarts the log.
+  CHECK(C::decide(C::kBackgroundPages + 30, C::kBackgroundPages) == S::kHere);
+  CHECK(C::decide(C::kBackgroundPages + C::kCatchUpFrames, C::kBackgroundPages) == S::kHere);
+  // Too many for a commit to wait on: another pass on the thread.
+  CHECK(C::decide(C::kBackgroundPages + C::kCatchUpFrames + 1, C::kBackgroundPages) == S::kThread);
+  // A count from before a restart (larger than the log) is not taken for this log's.
+  CHECK(C::decide(C::kBackgroundPages + 10, C::kBackgroundPages + 50) == S::kThread);
+  CHECK(C::decide(C::kInlinePages, 0) == S::kHere);
 }
