@@ -39,7 +39,7 @@ using workflows::StateKind;
 struct LiveRun : Run {
   std::unique_ptr<asio::steady_timer> timer;
   int64_t armed_at = 0;
-  bool work_dir_made = false;  // the instance's work directory exists (made once per load)
+  bool work_dir_made = false;  // a call of this load returned: its work directory exists
   int64_t epoch = 0;           // the claim this daemon holds it under (Store::claim)
   int64_t created_ms = 0;      // when it was requested (its duration's start, for metrics)
 };

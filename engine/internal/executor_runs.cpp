@@ -169,14 +169,6 @@ void Engine::Impl::launch(LiveRun& r, int i) {
   int item_no = rollback ? (st.for_each.empty() ? -1 : d->item) : i;
   ctx.key = Stepper::key_for(r, st, item_no, it.attempt, rollback, rollback ? d->visit : r.visit());
   ctx.work_dir = opt.work_root + "/" + r.instance_id;
-  if (!r.work_dir_made) {
-    // Once per load, here on the engine thread, before any call of the load can run.
-    if (::mkdir(ctx.work_dir.c_str(), 0700) == 0 && hook_uid >= 0 &&
-        ::chown(ctx.work_dir.c_str(), static_cast<uid_t>(hook_uid), static_cast<gid_t>(hook_gid)) !=
-            0)
-      spdlog::warn("cannot give {} to the hook user", ctx.work_dir);
-    r.work_dir_made = true;
-  }
   double timeout = rollback ? st.compensate->timeout_s : st.timeout_s;
   ctx.deadline =
       std::chrono::steady_clock::now() +
@@ -216,6 +208,7 @@ void Engine::Impl::launch(LiveRun& r, int i) {
   c.gen = gen;
   c.item = i;
   c.cur = cur;
+  c.make_work_dir = !r.work_dir_made;
   dispatcher.add(std::move(c));
 }
 
@@ -241,6 +234,7 @@ void Engine::Impl::on_result(const std::string& id, uint64_t gen, int i, int cur
     return;
   }
   LiveRun& r = *itr->second;
+  r.work_dir_made = true;  // by the worker of a call that has returned (Dispatcher::Call)
   if (hard_stop || out.poll_after_ms > 0) {
     // Stopped by the daemon, not failed: leave the item dispatched; the next start
     // re-dispatches it with the same key and no attempt is spent.

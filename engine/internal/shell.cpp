@@ -2,8 +2,13 @@
 #include "engine/internal/shell.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace engine {
 
@@ -44,6 +49,19 @@ void Dispatcher::flush() {
     pool_.push_all(queued_);
 }
 
+// Idempotent: every call that may be its run's first makes it (calls of a fan-out run side
+// by side), and each gives it to the hook user, so none runs before it is theirs.
+void Dispatcher::make_work_dir(const actions::Context& ctx) {
+  if (::mkdir(ctx.work_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    spdlog::warn("cannot make the work directory {}: {}", ctx.work_dir, std::strerror(errno));
+    return;
+  }
+  if (ctx.run_uid >= 0 &&
+      ::fchownat(AT_FDCWD, ctx.work_dir.c_str(), static_cast<uid_t>(ctx.run_uid),
+                 static_cast<gid_t>(ctx.run_gid), AT_SYMLINK_NOFOLLOW) != 0)
+    spdlog::warn("cannot give {} to the hook user", ctx.work_dir);
+}
+
 void Dispatcher::run(const std::shared_ptr<Job>& job) {
   if (!job->started) {
     // A daemon stopping at once starts no call that waited for a worker: it is left
@@ -52,6 +70,8 @@ void Dispatcher::run(const std::shared_ptr<Job>& job) {
     if (hard_stop_)
       return deliver({std::shared_ptr<const Call>(job, &job->call), actions::Outcome::poll(1), 0});
     job->started = true;
+    if (job->call.make_work_dir)
+      make_work_dir(job->call.ctx);
     auto began = std::chrono::steady_clock::now();
     job->started_ms = clock_->wall_ms();
     // A state's timeout counts from its call's start, not from its dispatch: calls queued

@@ -39,6 +39,10 @@ class Dispatcher {
     uint64_t gen = 0;
     int item = 0;
     int cur = 0;
+    // The worker makes ctx.work_dir (0700, the hook user's) before the action runs, until a
+    // call of the run returned: the engine thread did, for every operation loaded, and 200
+    // operations resumed at once waited 20 ms behind their directories (0.1 ms a mkdir).
+    bool make_work_dir = false;
   };
   struct Result {
     std::shared_ptr<const Call> call;
@@ -64,6 +68,7 @@ class Dispatcher {
   struct Job;
   void run(const std::shared_ptr<Job>& job);
   void deliver(Result r);
+  static void make_work_dir(const actions::Context& ctx);
 
   boost::asio::io_context& io_;
   base::Metrics* metrics_;
