@@ -108,9 +108,11 @@ json::object op_view(const OpRecord& op) {
 }
 
 json::object vnf_instance_view(const InstanceRecord& i, const PackageRecord& pkg) {
-  json::value red = actions::redact(i.record);
+  // Secrets redacted in what is shown, not in a copy of the whole record (its host keys,
+  // stack outputs... which the view leaves out): the keys read here are not secret names, so
+  // redacting each value shown is redacting the record (actions::redact goes by key).
   const json::object empty;
-  const json::object& r = red.is_object() ? red.get_object() : empty;
+  const json::object& r = i.record.is_object() ? i.record.get_object() : empty;
   auto text = [&](const char* key) -> const json::value* {
     const json::value* v = r.if_contains(key);
     return v != nullptr && v->is_string() ? v : nullptr;
@@ -128,17 +130,18 @@ json::object vnf_instance_view(const InstanceRecord& i, const PackageRecord& pkg
   if (const json::value* d = text("description"))
     o["vnfInstanceDescription"] = *d;
   if (const json::value* v = r.if_contains("vim_connection_info"); v != nullptr && v->is_array())
-    o["vimConnectionInfo"] = *v;
+    o["vimConnectionInfo"] = actions::redact(*v);
   for (const char* k : {"metadata", "extensions"}) {
     if (const json::value* v = r.if_contains(k); v != nullptr && v->is_object())
-      o[k] = *v;
+      o[k] = actions::redact(*v);
   }
   if (i.instantiation_state == "INSTANTIATED") {
     json::object info{{"flavourId", text("flavour_id") ? *text("flavour_id") : json::value("")},
                       {"vnfState", "STARTED"}};
     if (const json::value* s = r.if_contains("scale_status"); s != nullptr && s->is_object()) {
       json::array levels;
-      for (const auto& [aspect, level] : s->get_object()) {
+      json::value shown = actions::redact(*s);
+      for (const auto& [aspect, level] : shown.get_object()) {
         if (level.is_int64())
           levels.push_back(json::object{{"aspectId", aspect}, {"scaleLevel", level}});
       }
@@ -146,7 +149,8 @@ json::object vnf_instance_view(const InstanceRecord& i, const PackageRecord& pkg
     }
     if (const json::value* vs = r.if_contains("vnfcs"); vs != nullptr && vs->is_array()) {
       json::array vnfcs;
-      for (const auto& v : vs->get_array()) {
+      json::value shown = actions::redact(*vs);
+      for (const auto& v : shown.get_array()) {
         const json::object* c = v.if_object();
         if (c == nullptr || !c->contains("id") || !c->contains("vdu"))
           continue;

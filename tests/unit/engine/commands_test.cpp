@@ -271,6 +271,29 @@ TEST_CASE("every view shows secrets as ***") {
   json::value iv = engine::instance_view(inst);
   CHECK(iv.at("extensions").at("admin_password") == "***");
   CHECK(json::serialize(iv).find("inst-s3cret") == std::string::npos);
+  // The SOL003 view: each field it shows redacted, whatever else the record holds.
+  inst.instantiation_state = "INSTANTIATED";
+  inst.record =
+      json::object{{"name", "n"},
+                   {"vim_connection_info",
+                    json::array{{{"id", "v"}, {"accessInfo", {{"password", "v-s3cret"}}}}}},
+                   {"metadata", {{"token", "m-s3cret"}, {"k", "v"}}},
+                   {"extensions", {{"admin_password", "e-s3cret"}}},
+                   {"scale_status", {{"worker", 2}}},
+                   {"vnfcs", json::array{{{"id", "c1"}, {"vdu", "VDU1"}, {"resource_id", "r1"}}}},
+                   {"host_keys", {{"10.0.0.1", "ssh-ed25519 AAAA"}}},
+                   {"private_key", "k-s3cret"}};
+  json::object sol = engine::vnf_instance_view(inst, engine::PackageRecord{});
+  std::string shown = json::serialize(sol);
+  for (const char* secret : {"v-s3cret", "m-s3cret", "e-s3cret", "k-s3cret"})
+    CHECK(shown.find(secret) == std::string::npos);
+  CHECK(sol.at("vimConnectionInfo").at(0).at("accessInfo").at("password") == "***");
+  CHECK(sol.at("metadata").at("token") == "***");
+  CHECK(sol.at("metadata").at("k") == "v");
+  CHECK(sol.at("extensions").at("admin_password") == "***");
+  CHECK(sol.at("instantiatedVnfInfo").at("scaleStatus").at(0).at("scaleLevel") == 2);
+  CHECK(sol.at("instantiatedVnfInfo").at("vnfcResourceInfo").at(0).at("vduId") == "VDU1");
+  CHECK(sol.at("vnfInstanceName") == "n");
 
   engine::OpRecord op;
   op.id = "op-1";
