@@ -43,7 +43,7 @@ OpRecord read_op(SQLite::Statement& st) {
 base::Status SqliteStore::apply(const std::vector<const Batch*>& batches) {
   std::lock_guard lock(wmu_);
   return guard([&] {
-    w_.exec("BEGIN IMMEDIATE");
+    run_cached(begin_, "BEGIN IMMEDIATE");
     try {
       int64_t now = now_ms();
       for (const Batch* b : batches) {
@@ -154,13 +154,20 @@ base::Status SqliteStore::apply(const std::vector<const Batch*>& batches) {
           st.exec();
         }
       }
-      w_.exec("COMMIT");
+      run_cached(commit_, "COMMIT");
     } catch (...) {
       rollback_quietly();
       throw;
     }
     return base::Status::Ok();
   });
+}
+
+void SqliteStore::run_cached(std::unique_ptr<SQLite::Statement>& st, const char* sql) {
+  if (!st)
+    st = std::make_unique<SQLite::Statement>(w_, sql);
+  st->tryReset();  // an earlier failed step's error is not this one's
+  st->exec();
 }
 
 base::Status SqliteStore::insert_op_locked(const OpRecord& rec) {

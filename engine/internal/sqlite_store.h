@@ -343,6 +343,10 @@ class SqliteStore : public Store {
   bool wal_ = false;  // init put the file in WAL mode
   std::unique_ptr<SQLite::Statement> upd_op_, upd_op_plain_, ins_output_, ins_event_, upd_inst_;
   std::unique_ptr<SQLite::Statement> sel_inst_, sel_open_, ins_op_;  // insert_op_locked
+  // apply's BEGIN IMMEDIATE and COMMIT, prepared once: sqlite3_exec compiled each of them at
+  // every commit (11,000 instructions of a single transition's commit).
+  std::unique_ptr<SQLite::Statement> begin_, commit_;
+  void run_cached(std::unique_ptr<SQLite::Statement>& st, const char* sql);
   int watch_fd_ = -1;  // change_watch.cpp: the inotify watch on the log (-2: none possible)
   std::unique_ptr<SQLite::Database> watch_db_;  // change_watch.cpp: reads PRAGMA data_version
   int64_t watch_version_ = 0;
