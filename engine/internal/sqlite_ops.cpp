@@ -167,7 +167,15 @@ void SqliteStore::run_cached(std::unique_ptr<SQLite::Statement>& st, const char*
   if (!st)
     st = std::make_unique<SQLite::Statement>(w_, sql);
   st->tryReset();  // an earlier failed step's error is not this one's
-  st->exec();
+  try {
+    st->exec();
+  } catch (...) {
+    // Reset at once: a BEGIN IMMEDIATE that met SQLITE_BUSY stays a pending write on the
+    // connection until reset (the next writes would run in a transaction it never ends),
+    // where sqlite3_exec finalized it.
+    st->tryReset();
+    throw;
+  }
 }
 
 base::Status SqliteStore::insert_op_locked(const OpRecord& rec) {

@@ -110,16 +110,18 @@ json::object op_view(const OpRecord& op) {
 json::object vnf_instance_view(const InstanceRecord& i, const PackageRecord& pkg) {
   // Secrets redacted in what is shown, not in a copy of the whole record (its host keys,
   // stack outputs... which the view leaves out): the keys read here are not secret names, so
-  // redacting each value shown is redacting the record (actions::redact goes by key).
+  // redacting each value shown (secret-named keys inside it, URL passwords in its strings)
+  // is redacting the record.
   const json::object empty;
   const json::object& r = i.record.is_object() ? i.record.get_object() : empty;
-  auto text = [&](const char* key) -> const json::value* {
+  auto text = [&](const char* key) -> json::value {  // null when absent or not a string
     const json::value* v = r.if_contains(key);
-    return v != nullptr && v->is_string() ? v : nullptr;
+    return v != nullptr && v->is_string() ? actions::redact(*v) : json::value();
   };
+  json::value name = text("name");
   json::object o{{"id", i.id},
                  // The record's: modify_info renames the instance there.
-                 {"vnfInstanceName", text("name") ? *text("name") : json::value(i.name)},
+                 {"vnfInstanceName", name.is_null() ? json::value(i.name) : std::move(name)},
                  {"vnfdId", pkg.vnfd_id},
                  {"vnfProvider", pkg.provider},
                  {"vnfProductName", pkg.product},
@@ -127,8 +129,8 @@ json::object vnf_instance_view(const InstanceRecord& i, const PackageRecord& pkg
                  {"vnfdVersion", pkg.vnfd_version},
                  {"vnfPkgId", pkg.id},
                  {"instantiationState", i.instantiation_state}};
-  if (const json::value* d = text("description"))
-    o["vnfInstanceDescription"] = *d;
+  if (json::value d = text("description"); !d.is_null())
+    o["vnfInstanceDescription"] = std::move(d);
   if (const json::value* v = r.if_contains("vim_connection_info"); v != nullptr && v->is_array())
     o["vimConnectionInfo"] = actions::redact(*v);
   for (const char* k : {"metadata", "extensions"}) {
@@ -136,7 +138,8 @@ json::object vnf_instance_view(const InstanceRecord& i, const PackageRecord& pkg
       o[k] = actions::redact(*v);
   }
   if (i.instantiation_state == "INSTANTIATED") {
-    json::object info{{"flavourId", text("flavour_id") ? *text("flavour_id") : json::value("")},
+    json::value flavour = text("flavour_id");
+    json::object info{{"flavourId", flavour.is_null() ? json::value("") : std::move(flavour)},
                       {"vnfState", "STARTED"}};
     if (const json::value* s = r.if_contains("scale_status"); s != nullptr && s->is_object()) {
       json::array levels;

@@ -275,6 +275,7 @@ TEST_CASE("every view shows secrets as ***") {
   inst.instantiation_state = "INSTANTIATED";
   inst.record =
       json::object{{"name", "n"},
+                   {"description", "image from https://admin:d-s3cret@mirror.example/x.qcow2"},
                    {"vim_connection_info",
                     json::array{{{"id", "v"}, {"accessInfo", {{"password", "v-s3cret"}}}}}},
                    {"metadata", {{"token", "m-s3cret"}, {"k", "v"}}},
@@ -285,7 +286,7 @@ TEST_CASE("every view shows secrets as ***") {
                    {"private_key", "k-s3cret"}};
   json::object sol = engine::vnf_instance_view(inst, engine::PackageRecord{});
   std::string shown = json::serialize(sol);
-  for (const char* secret : {"v-s3cret", "m-s3cret", "e-s3cret", "k-s3cret"})
+  for (const char* secret : {"v-s3cret", "m-s3cret", "e-s3cret", "k-s3cret", "d-s3cret"})
     CHECK(shown.find(secret) == std::string::npos);
   CHECK(sol.at("vimConnectionInfo").at(0).at("accessInfo").at("password") == "***");
   CHECK(sol.at("metadata").at("token") == "***");
@@ -294,6 +295,7 @@ TEST_CASE("every view shows secrets as ***") {
   CHECK(sol.at("instantiatedVnfInfo").at("scaleStatus").at(0).at("scaleLevel") == 2);
   CHECK(sol.at("instantiatedVnfInfo").at("vnfcResourceInfo").at(0).at("vduId") == "VDU1");
   CHECK(sol.at("vnfInstanceName") == "n");
+  CHECK(sol.at("vnfInstanceDescription") == "image from https://admin:***@mirror.example/x.qcow2");
 
   engine::OpRecord op;
   op.id = "op-1";
