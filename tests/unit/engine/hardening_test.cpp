@@ -902,6 +902,30 @@ TEST_CASE("a schema 1 database is brought to the current schema (7) when opened"
   CHECK(!f.store->outputs(op.value().id).value().empty());
 }
 
+namespace {
+
+// The write-ahead log tests commit package rows of a chosen size: a record named `name`,
+// its digest unique.
+engine::PackageRecord log_test_package(const std::string& name) {
+  engine::PackageRecord p;
+  p.id = engine::new_id();
+  p.digest = name + "-" + p.id;
+  p.name = p.provider = p.product = name;
+  p.version = "1";
+  p.vnfd_id = name;
+  p.onboarded_ms = engine::now_ms();
+  return p;
+}
+
+// A file's size, 0 when it does not exist.
+uintmax_t size_or_zero(const std::string& path) {
+  std::error_code ec;
+  auto n = fs::file_size(path, ec);
+  return ec ? uintmax_t{0} : n;
+}
+
+}  // namespace
+
 TEST_CASE("the write-ahead log is checkpointed in the background: it does not grow unbounded") {
   if (vnflow_test::on_postgres()) {
     WARN("skipped on PostgreSQL: SQLite's write-ahead log");
@@ -914,19 +938,9 @@ TEST_CASE("the write-ahead log is checkpointed in the background: it does not gr
   // One commit of ~4,400 pages: past the checkpointer's threshold (4,000 pages), and no
   // commit after it. SQLite's automatic checkpoint is off; the background one copies the
   // pages into the database file.
-  engine::PackageRecord p;
-  p.id = engine::new_id();
-  p.digest = "wal-" + p.id;
-  p.name = p.provider = p.product = "wal";
-  p.version = "1";
-  p.vnfd_id = "wal";
-  p.onboarded_ms = engine::now_ms();
+  engine::PackageRecord p = log_test_package("wal");
   REQUIRE(store.value()->put_package(p, std::string(18u << 20, 'x')).ok());
-  auto size = [&] {
-    std::error_code ec;
-    auto n = fs::file_size(db, ec);
-    return ec ? 0 : n;
-  };
+  auto size = [&] { return size_or_zero(db); };
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (size() < (18u << 20) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -946,21 +960,9 @@ TEST_CASE("a daemon's store reserves its log: commits overwrite it in place, it 
   std::string db = (dir.path / "log.db").string();
   auto store = engine::open_sqlite_store(db);
   REQUIRE(store.ok());
-  auto log_size = [&] {
-    std::error_code ec;
-    auto n = fs::file_size(db + "-wal", ec);
-    return ec ? uintmax_t{0} : n;
-  };
-  int next = 0;
+  auto log_size = [&] { return size_or_zero(db + "-wal"); };
   auto put = [&](size_t bytes) {
-    engine::PackageRecord p;
-    p.id = engine::new_id();
-    p.digest = "log-" + std::to_string(next++) + "-" + p.id;
-    p.name = p.provider = p.product = "log";
-    p.version = "1";
-    p.vnfd_id = "log";
-    p.onboarded_ms = engine::now_ms();
-    return store.value()->put_package(p, std::string(bytes, 'x')).ok();
+    return store.value()->put_package(log_test_package("log"), std::string(bytes, 'x')).ok();
   };
   // Written out to the checkpointer's threshold: 4,000 frames of a 4 KiB page and the
   // header (what SqliteStore::reserve_log computes).
@@ -1015,11 +1017,7 @@ TEST_CASE(
   auto store = engine::open_sqlite_store(db);
   REQUIRE(store.ok());
   REQUIRE(store.value()->reserve_log().ok());
-  auto log_size = [&] {
-    std::error_code ec;
-    auto n = fs::file_size(db + "-wal", ec);
-    return ec ? uintmax_t{0} : n;
-  };
+  auto log_size = [&] { return size_or_zero(db + "-wal"); };
   const uintmax_t reserved = log_size();
   REQUIRE(reserved > 0);
   // Back to back, as a busy daemon's writer commits: past the checkpointer's threshold
@@ -1027,14 +1025,7 @@ TEST_CASE(
   // every frame is checkpointed; a checkpoint in the background finished after the next
   // commit had begun, every time, and the log grew for as long as the commits came.
   for (int i = 0; i < 3000; ++i) {
-    engine::PackageRecord p;
-    p.id = engine::new_id();
-    p.digest = "busy-" + std::to_string(i) + "-" + p.id;
-    p.name = p.provider = p.product = "busy";
-    p.version = "1";
-    p.vnfd_id = "busy";
-    p.onboarded_ms = engine::now_ms();
-    REQUIRE(store.value()->put_package(p, std::string(100, 'x')).ok());
+    REQUIRE(store.value()->put_package(log_test_package("busy"), std::string(100, 'x')).ok());
     // The executor's work between two commits (stepping, dispatching): 50 us.
     for (auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
          std::chrono::steady_clock::now() < until;) {
