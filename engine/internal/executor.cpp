@@ -13,6 +13,13 @@
 // executor_runs.cpp has the rest (executor.h lists it).
 #include "engine/internal/executor.h"
 
+#include <filesystem>
+
+#include <pwd.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 namespace engine {
 
 base::Result<std::string> Engine::Impl::read_package_file(const std::string& package_id,

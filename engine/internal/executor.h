@@ -4,22 +4,15 @@
 //   executor_runs.cpp  stepping, a Run's commits and calls, timers, loading, polling, the lease
 #pragma once
 
-#include <condition_variable>
-#include <deque>
-#include <filesystem>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <set>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
 #include <boost/asio.hpp>
 #include <boost/json.hpp>
-#include <pwd.h>
-#include <spdlog/spdlog.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "engine/engine.h"
 #include "engine/internal/cursor.h"

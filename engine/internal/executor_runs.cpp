@@ -1,5 +1,7 @@
 // The executor (executor.h): stepping, a Run's commits and the calls they allow, results,
 // timers, loading and polling, the lease on a shared store, and going idle.
+#include <spdlog/spdlog.h>
+
 #include "engine/internal/executor.h"
 
 namespace engine {
